@@ -1,0 +1,165 @@
+"""What nodes exchange with components: plain data types and one small Protocol per job.
+
+Every component has an offline implementation (no model, deterministic) and, where a model helps, an
+LLM-backed one. Results carry `llm_calls` so the graph can count model calls against its budget.
+Passages, grades and strips are plain dicts (TypedDicts) so they serialise through checkpoints, the
+LangGraph server and Studio without custom encoders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import numpy as np
+from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+Label = Literal["correct", "ambiguous", "incorrect"]
+
+
+class Passage(TypedDict):
+    """One retrieved chunk (or web result). `id` is unique per chunk: `doc_id#chunk_index`."""
+
+    id: str
+    doc_id: str
+    chunk_index: int
+    title: str
+    source: str  # file path, JSONL name or URL
+    text: str
+    score: float  # retrieval score in [0, 1] (fused for the built-in index)
+    origin: Literal["kb", "web"]
+
+
+class Grade(TypedDict):
+    """The CRAG evaluator's verdict on one passage."""
+
+    id: str
+    label: Label
+    score: float  # relevance in [0, 1]
+    reason: str
+
+
+class Strip(TypedDict):
+    """A knowledge strip: a few sentences from one passage that generation may use."""
+
+    id: str  # the passage id it came from
+    doc_id: str
+    title: str
+    source: str
+    text: str
+    score: float  # relevance of the strip to the question, [0, 1]
+
+
+class Citation(TypedDict):
+    ref: str  # the label used in the answer text, e.g. "doc_1"
+    doc_id: str
+    title: str
+    source: str
+    quote: str
+
+
+@dataclass
+class Grading:
+    grades: list[Grade]
+    llm_calls: int = 0
+
+
+@dataclass
+class Refinement:
+    strips: list[Strip]
+    llm_calls: int = 0
+
+
+@dataclass
+class Draft:
+    """A generated answer. An empty `answer` means the evidence could not support one; `missing` says why."""
+
+    answer: str
+    citations: list[Citation]
+    missing: str = ""
+    llm_calls: int = 0
+
+
+@dataclass
+class GroundednessCheck:
+    score: float  # share of the answer supported by the evidence, [0, 1]
+    grounded: bool
+    unsupported: list[str] = field(default_factory=list)  # answer sentences / claims without support
+    flags: list[str] = field(default_factory=list)  # rule-check findings, e.g. "number 45 not in evidence"
+    llm_calls: int = 0
+
+
+@dataclass
+class AnswerGrade:
+    score: float  # how well the answer addresses the question, [0, 1]
+    useful: bool
+    missing: str = ""  # what the question asks that the answer does not give; feeds the rewrite
+    reason: str = ""
+    llm_calls: int = 0
+
+
+@dataclass
+class Rewrite:
+    query: str
+    reason: str = ""
+    llm_calls: int = 0
+
+
+class Retriever(Protocol):
+    def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
+
+
+class RelevanceGrader(Protocol):
+    def grade(self, question: str, passages: list[Passage], settings: Context) -> Grading: ...
+
+
+class Refiner(Protocol):
+    def refine(self, question: str, passages: list[Passage], settings: Context) -> Refinement: ...
+
+
+class Generator(Protocol):
+    def generate(
+        self, question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None
+    ) -> Draft:
+        """Answer from `strips` only; `avoid` lists statements a previous draft could not support."""
+        ...
+
+
+class GroundednessChecker(Protocol):
+    def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck: ...
+
+
+class AnswerGrader(Protocol):
+    def grade(self, question: str, answer: str, settings: Context) -> AnswerGrade: ...
+
+
+class QueryRewriter(Protocol):
+    def rewrite(
+        self, question: str, query: str, evidence: list[Strip], feedback: str, for_web: bool, settings: Context
+    ) -> Rewrite:
+        """A better query: for the knowledge base, or (for_web) a short keyword query for web search."""
+        ...
+
+
+class WebSearchError(RuntimeError):
+    """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
+
+
+class WebSearch(Protocol):
+    @property
+    def available(self) -> bool: ...
+
+    def search(self, query: str, settings: Context) -> list[Passage]: ...
+
+
+class Embedder(Protocol):
+    """Sentence embeddings, L2-normalised, so a dot product is the cosine similarity."""
+
+    name: str  # identifies the model/runtime; an index records it
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...  # shape (n, dim), float32
+
+    def embed_query(self, text: str) -> np.ndarray: ...  # shape (dim,), float32
