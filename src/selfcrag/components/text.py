@@ -14,14 +14,15 @@ _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*|[\u4e00-\u9fff]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|(?<=[。！？；])|\n{2,}|\n(?=\s*[-*#]|\s*\d+\.)")
 
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours yourself yourselves
-    also may might must shall us per via within without whose de la le el
-    s t d ll m o re ve y""".split()
+    """
+    a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her
+    here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
+    now of off on once only or other our ours ourselves out over own same she should so some such than that the
+    their theirs them themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves also may might
+    must shall us per via within without whose de la le el s t d ll m o re ve y
+    """.split()
 )
 
 # Question words say what kind of answer is expected; they are not content to match.

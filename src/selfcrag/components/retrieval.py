@@ -1,0 +1,465 @@
+"""The knowledge base: load documents, chunk them, and retrieve with FAISS + BM25 fused.
+
+Vectors find paraphrases ("money back" -> refunds); BM25 finds exact words and identifiers (`E1042`,
+`user_123`) that a small embedding model blurs. `HybridIndex` fuses both, gates out chunks unrelated to
+the query and persists to a directory that `open_index` loads once per process. Nothing heavy happens at
+import time: faiss and the embedding model load on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from selfcrag.components.base import Embedder, Passage, Retriever
+from selfcrag.components.bm25 import BM25
+from selfcrag.components.text import approx_tokens, keyword_tokens, split_sentences
+
+if TYPE_CHECKING:
+    from langchain_core.retrievers import BaseRetriever
+
+    from selfcrag.context import Context
+
+FORMAT_VERSION = 1
+MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.json"
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+EMBED_BATCH = 64
+CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
+# A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
+_IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
+_HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
+
+
+class IngestError(ValueError):
+    """Bad input to ingest or a missing/mismatched index; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    doc_id: str
+    title: str
+    source: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str  # f"{doc_id}#{chunk_index}"
+    doc_id: str
+    chunk_index: int
+    title: str
+    source: str
+    text: str
+
+    def to_passage(self, score: float) -> Passage:
+        return Passage(
+            id=self.id, doc_id=self.doc_id, chunk_index=self.chunk_index, title=self.title,
+            source=self.source, text=self.text, score=score, origin="kb",
+        )
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def _pdf_available() -> bool:
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _read(path: Path) -> str:
+    try:
+        if path.suffix.lower() == ".pdf":
+            import pypdf
+
+            return "\n\n".join(page.extract_text() or "" for page in pypdf.PdfReader(path).pages)
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise IngestError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except Exception as exc:  # pypdf raises its own errors for broken PDFs
+        raise IngestError(f"{path}: cannot read PDF ({exc})") from None
+
+
+def _title(text: str, stem: str) -> str:
+    heading = _HEADING.search(text)
+    return heading.group(1) if heading else re.sub(r"[_-]+", " ", stem).strip() or stem
+
+
+def _file_document(path: Path, doc_id: str, source: str) -> SourceDocument | None:
+    text = _read(path)
+    if not text.strip():
+        return None  # an empty file adds nothing; an all-empty input is reported by load_documents
+    return SourceDocument(doc_id=doc_id, title=_title(text, path.stem), source=source, text=text)
+
+
+def _folder_documents(root: Path) -> list[SourceDocument]:
+    suffixes = TEXT_SUFFIXES + ((".pdf",) if _pdf_available() else ())
+    docs = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.suffix.lower() not in suffixes or any(p.startswith(".") for p in rel.parts) or not path.is_file():
+            continue
+        doc = _file_document(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
+        if doc:
+            docs.append(doc)
+    return docs
+
+
+def _jsonl_documents(path: Path) -> list[SourceDocument]:
+    docs: list[SourceDocument] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(_read(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise IngestError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise IngestError(f"{path}:{lineno}: expected a JSON object with \"id\" and \"text\"")
+        missing = [f'"{name}"' for name in ("id", "text") if record.get(name) in (None, "")]
+        if missing:
+            raise IngestError(f"{path}:{lineno}: missing {' and '.join(missing)}")
+        if not isinstance(record["text"], str) or not isinstance(record["id"], str | int):
+            raise IngestError(f'{path}:{lineno}: "id" must be a string or number and "text" a string')
+        doc_id = str(record["id"]).strip()
+        if doc_id in seen:
+            raise IngestError(f"{path}:{lineno}: duplicate id {doc_id!r} (first on line {seen[doc_id]})")
+        seen[doc_id] = lineno
+        title = str(record.get("title") or doc_id)
+        docs.append(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=record["text"]))
+    return docs
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[SourceDocument]:
+    """Documents from folders (recursive .md/.txt, .pdf with pypdf), single files and JSONL corpora."""
+    paths = list(paths)
+    docs: list[SourceDocument] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        suffix = path.suffix.lower()
+        if not path.exists():
+            raise IngestError(f"{raw}: no such file or directory")
+        if path.is_dir():
+            docs += _folder_documents(path)
+        elif suffix == ".jsonl":
+            docs += _jsonl_documents(path)
+        elif suffix in TEXT_SUFFIXES or (suffix == ".pdf" and _pdf_available()):
+            doc = _file_document(path, path.stem, path.name)
+            docs += [doc] if doc else []
+        elif suffix == ".pdf":
+            raise IngestError(f"{raw}: reading PDF needs pypdf (pip install pypdf)")
+        else:
+            raise IngestError(f"{raw}: unsupported file type; use a folder, .md, .txt, .pdf or .jsonl")
+    owners: dict[str, str] = {}
+    for doc in docs:  # chunk ids derive from doc ids, so two documents must not share one
+        if doc.doc_id in owners:
+            raise IngestError(f"duplicate document id {doc.doc_id!r} ({owners[doc.doc_id]} and {doc.source})")
+        owners[doc.doc_id] = doc.source
+    if not docs:
+        raise IngestError(f"no documents found in {', '.join(map(str, paths)) or 'no paths'}")
+    return docs
+
+
+# --- chunking ---------------------------------------------------------------------------------------
+
+
+def _separators(text: str, sentences: list[str]) -> list[str]:
+    """The whitespace that stood before each sentence, so list items and paragraphs keep their line breaks."""
+    seps, pos = [], 0
+    for sentence in sentences:
+        at = text.find(sentence, pos)
+        gap = text[pos:at] if at >= 0 else " "
+        seps.append("\n\n" if "\n\n" in gap else "\n" if "\n" in gap else " ")
+        pos = at + len(sentence) if at >= 0 else pos
+    return seps
+
+
+def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
+    sentences = split_sentences(text)
+    seps = _separators(text, sentences)
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i, sentence in enumerate(sentences):
+        size = sum(approx_tokens(sentences[j]) for j in current)
+        if current and size + approx_tokens(sentence) > max_words:
+            groups.append(current)
+            # Repeat the last sentence(s) so a fact split across the boundary is whole in one chunk,
+            # but never the whole chunk again, and never past the size limit.
+            carry = current[-overlap:] if 0 < overlap < len(current) else []
+            if sum(approx_tokens(sentences[j]) for j in carry) + approx_tokens(sentence) > max_words:
+                carry = []
+            current = list(carry)
+        current.append(i)
+    if current:
+        groups.append(current)
+    return ["".join((seps[j] if n else "") + sentences[j] for n, j in enumerate(group)) for group in groups]
+
+
+def chunk_documents(docs: Iterable[SourceDocument], max_words: int = 180, overlap_sentences: int = 1) -> list[Chunk]:
+    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole)."""
+    chunks = []
+    for doc in docs:
+        for index, text in enumerate(_chunk_text(doc.text, max_words, overlap_sentences)):
+            chunks.append(Chunk(f"{doc.doc_id}#{index}", doc.doc_id, index, doc.title, doc.source, text))
+    return chunks
+
+
+# --- the hybrid index -------------------------------------------------------------------------------
+
+
+def index_text(chunk: Chunk) -> str:
+    """What both retrievers see: the title too, since a chunk from the middle of a document often never
+    names its topic ("Refunds" / "Yuan dynasty") while questions do."""
+    title = chunk.title.replace("_", " ")  # "Yuan_dynasty" (a SQuAD title) should read as two words
+    return chunk.text if title.lower() in chunk.text[:200].lower() else f"{title}\n{chunk.text}"
+
+
+def _name(embedder: Embedder) -> str:
+    return str(getattr(embedder, "name", type(embedder).__name__))
+
+
+def _require_index(directory: str | Path) -> Path:
+    path = Path(directory).expanduser()
+    if not all((path / name).is_file() for name in (MANIFEST, VECTORS, CHUNKS, KEYWORDS)):
+        raise IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
+    return path
+
+
+class HybridIndex:
+    """FAISS (cosine over normalised vectors) + BM25, fused per query. Implements `Retriever`."""
+
+    def __init__(self, chunks: list[Chunk], vectors: Any, bm25: BM25, embedder: Embedder, created: str = "") -> None:
+        self.chunks = chunks
+        self.embedder = embedder
+        self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
+        self._vectors = vectors  # faiss.IndexFlatIP
+        self._bm25 = bm25
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def documents(self) -> int:
+        return len({c.doc_id for c in self.chunks})
+
+    @classmethod
+    def build(
+        cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None
+    ) -> HybridIndex:
+        import faiss
+
+        if not chunks:
+            raise IngestError("nothing to index: the documents produced no text")
+        texts = [index_text(c) for c in chunks]
+        batches = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batches.append(np.asarray(embedder.embed_documents(texts[start : start + EMBED_BATCH]), dtype=np.float32))
+            if on_progress:
+                on_progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        vectors = np.ascontiguousarray(np.vstack(batches))
+        faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
+        flat = faiss.IndexFlatIP(vectors.shape[1])
+        flat.add(vectors)
+        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder)
+
+    def retrieve(self, query: str, settings: Context) -> list[Passage]:
+        if not query or not query.strip() or not self.chunks:
+            return []
+        depth = min(len(self.chunks), CANDIDATES_PER_K * settings.k)
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(1, -1)
+        qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
+        _, rows = self._vectors.search(qvec, depth)
+        semantic = {int(r) for r in rows[0] if r >= 0}
+        tokens = keyword_tokens(query)
+        bm25 = self._bm25.scores(tokens)
+        lexical = {row for row, _ in sorted(bm25.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]}
+        candidates = sorted(semantic | lexical)
+        # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
+        cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
+        best_bm25 = max((bm25.get(row, 0.0) for row in candidates), default=0.0)
+        identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
+
+        scored: list[tuple[float, int]] = []
+        for row, cosine in zip(candidates, cosines.tolist(), strict=True):
+            # Quality gate. A small embedding model sees "E1042" as a few meaningless word pieces, so the
+            # passage defining it can score low on cosine; an exact identifier match is stronger evidence
+            # than any similarity, so it passes the gate. Plain word overlap does not: BM25 always has a
+            # "best" match, even for an off-topic query.
+            if cosine < settings.min_similarity and not any(self._bm25.contains(t, row) for t in identifiers):
+                continue
+            # Raw cosine (clipped), not min-max. Both ranked the same on the SQuAD dev sample (gold paragraph
+            # in the top 5 for 96 vs 97 of 100 questions, MRR 0.84 vs 0.85), but min-max stretches the best
+            # candidate to 1 even when every candidate is off-topic, so the fused score stops saying how good
+            # the match is (top score 1.07 for answerable and unanswerable questions alike; raw: 0.85 vs 0.82).
+            v = min(max(cosine, 0.0), 1.0)
+            b = bm25.get(row, 0.0) / best_bm25 if best_bm25 > 0 else 0.0
+            both = row in semantic and row in lexical
+            fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
+            scored.append((fused, row))
+
+        passages: list[Passage] = []
+        seen: set[str] = set()
+        for fused, row in sorted(scored, key=lambda item: (-item[0], item[1])):
+            chunk = self.chunks[row]
+            text_key = " ".join(chunk.text.lower().split())
+            if chunk.id in seen or text_key in seen:  # the same chunk, or the same text in two documents
+                continue
+            seen.update((chunk.id, text_key))
+            passages.append(chunk.to_passage(round(min(max(fused, 0.0), 1.0), 4)))
+            if len(passages) == settings.k:
+                break
+        return passages
+
+    # --- persistence --------------------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "embedder": _name(self.embedder),
+            "dim": int(self._vectors.d),
+            "chunks": len(self.chunks),
+            "documents": self.documents,
+            "created": self.created,
+        }
+
+    def save(self, directory: str | Path) -> None:
+        import faiss
+
+        path = Path(directory).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        # The manifest goes last (and the old one first), so a save that dies halfway leaves no index
+        # that looks complete.
+        (path / MANIFEST).unlink(missing_ok=True)
+        faiss.write_index(self._vectors, str(path / VECTORS))
+        with (path / CHUNKS).open("w", encoding="utf-8") as out:
+            for chunk in self.chunks:
+                out.write(json.dumps(asdict(chunk), ensure_ascii=False) + "\n")
+        (path / KEYWORDS).write_text(json.dumps(self._bm25.to_dict()), encoding="utf-8")
+        (path / MANIFEST).write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path, embedder: Embedder) -> HybridIndex:
+        import faiss
+
+        path = _require_index(directory)
+        rebuild = f"rebuild it with `selfcrag ingest PATH --index {directory}`"
+        try:
+            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+            if manifest.get("format_version") != FORMAT_VERSION:
+                raise IngestError(f"index at {directory} has format {manifest.get('format_version')!r}, "
+                                  f"this selfcrag reads {FORMAT_VERSION}; {rebuild}")
+            if manifest.get("embedder") != _name(embedder):
+                raise IngestError(f"index at {directory} was built with embedder {manifest.get('embedder')!r} "
+                                  f"but the current embedder is {_name(embedder)!r}; {rebuild}")
+            vectors = faiss.read_index(str(path / VECTORS))
+            with (path / CHUNKS).open(encoding="utf-8") as lines:
+                chunks = [Chunk(**json.loads(line)) for line in lines if line.strip()]
+            bm25 = BM25.from_dict(json.loads((path / KEYWORDS).read_text(encoding="utf-8")))
+        except IngestError:
+            raise
+        except Exception as exc:  # corrupt JSON, a truncated faiss file, a chunk with wrong fields
+            raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {exc}); {rebuild}") from None
+        if not vectors.ntotal == len(chunks) == len(bm25) == manifest.get("chunks"):
+            raise IngestError(f"index at {directory} is inconsistent (chunk counts differ); {rebuild}")
+        return cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+
+
+# --- process-wide indexes ---------------------------------------------------------------------------
+
+_cache: dict[tuple[str, ...], HybridIndex] = {}
+_cache_lock = threading.Lock()
+
+
+def _embedder_or_default(embedder: Embedder | None) -> Embedder:
+    if embedder is not None:
+        return embedder
+    from selfcrag.components.embeddings import default_embedder
+
+    return default_embedder()
+
+
+def _cached(key: tuple[str, ...], make: Callable[[], HybridIndex]) -> HybridIndex:
+    # A dict rather than functools.lru_cache: the key must be the embedder's *name* (the CLI's default
+    # embedder and the graph's lazy wrapper are different objects for the same model), and the lock makes
+    # concurrent first requests on a server load the index once.
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = make()
+        return _cache[key]
+
+
+def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> HybridIndex:
+    """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since)."""
+    path = _require_index(index_dir).resolve()  # before loading a model: a typo should fail fast
+    embedder = _embedder_or_default(embedder)
+    stamp = str((path / MANIFEST).stat().st_mtime_ns)  # a rebuilt index gets a new manifest, so a new entry
+    return _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
+
+
+def sample_index(embedder: Embedder | None = None) -> HybridIndex:
+    """The bundled sample knowledge base (selfcrag/data/sample_kb), built once per process."""
+    embedder = _embedder_or_default(embedder)
+
+    def build() -> HybridIndex:
+        with resources.as_file(resources.files("selfcrag") / "data" / "sample_kb") as folder:
+            return HybridIndex.build(chunk_documents(load_documents([folder])), embedder)
+
+    return _cached(("<sample>", _name(embedder)), build)
+
+
+def index_for(settings: Context, embedder: Embedder | None = None) -> Retriever:
+    """The run's knowledge base: `settings.index_dir` if set, else the bundled sample."""
+    return open_index(settings.index_dir, embedder) if settings.index_dir else sample_index(embedder)
+
+
+# --- any LangChain retriever ------------------------------------------------------------------------
+
+
+class LangChainRetriever:
+    """A LangChain `BaseRetriever` (a vector store's `.as_retriever()`, a hosted search) as our Retriever."""
+
+    def __init__(self, retriever: BaseRetriever) -> None:
+        self.retriever = retriever
+
+    def retrieve(self, query: str, settings: Context) -> list[Passage]:
+        if not query or not query.strip():
+            return []
+        passages: list[Passage] = []
+        texts: dict[str, str] = {}
+        for rank, doc in enumerate(self.retriever.invoke(query)):
+            meta = dict(doc.metadata or {})
+            doc_id = str(meta.get("doc_id") or meta.get("id") or meta.get("source") or getattr(doc, "id", None)
+                         or f"result-{rank}")
+            explicit = isinstance(meta.get("chunk_index"), int)
+            index = meta["chunk_index"] if explicit else 0
+            pid = f"{doc_id}#{index}"
+            if pid in texts and (explicit or texts[pid] == doc.page_content):
+                continue  # the same chunk twice
+            while pid in texts:  # different chunks of one source without chunk indexes: keep both
+                index += 1
+                pid = f"{doc_id}#{index}"
+            texts[pid] = doc.page_content
+            raw = meta.get("score", meta.get("relevance_score"))
+            score = float(raw) if isinstance(raw, int | float) else 1.0 / (1.0 + rank)
+            passages.append(Passage(
+                id=pid, doc_id=doc_id, chunk_index=index, title=str(meta.get("title") or doc_id),
+                source=str(meta.get("source") or doc_id), text=doc.page_content,
+                score=round(min(max(score, 0.0), 1.0), 4), origin="kb",
+            ))
+            if len(passages) == settings.k:
+                break
+        return passages

@@ -1,0 +1,379 @@
+"""Loading, chunking, BM25, the hybrid index, persistence and the LangChain adapter.
+
+Most tests use a deterministic hashed bag-of-words embedder (no model); one uses the real local
+all-MiniLM-L6-v2 to show that retrieval is semantic, not just keyword matching.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+
+from selfcrag.components.bm25 import BM25
+from selfcrag.components.retrieval import (
+    HybridIndex,
+    IngestError,
+    LangChainRetriever,
+    SourceDocument,
+    chunk_documents,
+    index_for,
+    load_documents,
+    open_index,
+    sample_index,
+)
+from selfcrag.components.text import keyword_tokens, split_sentences
+from selfcrag.context import Context
+
+
+class BowEmbedder:
+    """Hashed bag of stemmed words, L2-normalised: texts sharing words are similar, others orthogonal."""
+
+    dim = 512
+
+    def __init__(self, name: str = "test/bow") -> None:
+        self.name = name
+
+    def _vector(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for token in keyword_tokens(text):
+            v[zlib.crc32(token.encode()) % self.dim] += 1.0
+        norm = np.linalg.norm(v)
+        return v / norm if norm else v
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+
+KB = {
+    "errors": "Error codes. E1042 means the payment was declined by the bank. E2001 means the address is invalid.",
+    "accounts": "Account ids look like user_123. Support can find an account by its id and the email address.",
+    "refunds": "Refunds go to the original payment method within 5 business days after the return arrives.",
+    "shipping": "Standard shipping takes 3 to 5 business days. Express shipping arrives the next business day.",
+    "garden": "Tomatoes need full sun and regular watering. Prune the side shoots every week.",
+}
+
+
+def kb_chunks(extra: dict[str, str] | None = None) -> list:
+    texts = {**KB, **(extra or {})}
+    return chunk_documents([SourceDocument(d, d.title(), f"{d}.md", t) for d, t in texts.items()])
+
+
+@pytest.fixture
+def index() -> HybridIndex:
+    return HybridIndex.build(kb_chunks(), BowEmbedder())
+
+
+def ctx(**overrides) -> Context:
+    return Context(**{"k": 3, **overrides})
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def test_folder_loading_recurses_titles_and_skips_what_it_cannot_read(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    (root / "sub").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "refunds.md").write_text("# Refund Policy\n\nRefunds take 5 days.", encoding="utf-8")
+    (root / "sub" / "shipping_rates-2024.txt").write_text("Shipping costs 4 dollars.", encoding="utf-8")
+    (root / ".git" / "notes.md").write_text("internal", encoding="utf-8")
+    (root / "data.csv").write_text("a,b", encoding="utf-8")
+    (root / "empty.md").write_text("   \n", encoding="utf-8")
+    if importlib.util.find_spec("pypdf") is None:
+        (root / "scan.pdf").write_bytes(b"%PDF-1.4 not really")  # skipped without pypdf, never a crash
+
+    docs = {d.doc_id: d for d in load_documents([root])}
+    assert set(docs) == {"refunds", "sub/shipping_rates-2024"}
+    assert docs["refunds"].title == "Refund Policy"
+    assert docs["sub/shipping_rates-2024"].title == "shipping rates 2024"
+    assert docs["sub/shipping_rates-2024"].source == "kb/sub/shipping_rates-2024.txt"
+
+
+def test_single_files_and_input_errors(tmp_path: Path) -> None:
+    note = tmp_path / "my-note.txt"
+    note.write_text("Plain text without a heading.", encoding="utf-8")
+    (doc,) = load_documents([str(note)])
+    assert (doc.doc_id, doc.title, doc.source) == ("my-note", "my note", "my-note.txt")
+
+    with pytest.raises(IngestError, match="nope.md: no such file or directory"):
+        load_documents([tmp_path / "nope.md"])
+    (tmp_path / "table.csv").write_text("x", encoding="utf-8")
+    with pytest.raises(IngestError, match="unsupported file type"):
+        load_documents([tmp_path / "table.csv"])
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text"):
+        load_documents([tmp_path / "latin1.txt"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(IngestError, match="no documents found"):
+        load_documents([tmp_path / "empty"])
+
+
+def test_jsonl_records_and_errors_name_the_line(tmp_path: Path) -> None:
+    good = tmp_path / "corpus.jsonl"
+    good.write_text('{"id": "a", "title": "Alpha", "text": "First."}\n\n{"id": 7, "text": "Second."}\n')
+    docs = load_documents([good])
+    assert [(d.doc_id, d.title, d.source) for d in docs] == [("a", "Alpha", "corpus.jsonl"), ("7", "7", "corpus.jsonl")]
+
+    cases = {
+        '{"id": "a", "text": "ok"}\n{"id": "b", "text": \n': r"bad\.jsonl:2: invalid JSON",
+        '{"id": "a", "text": "ok"}\n{"id": "b", "text": "ok"}\n{"id": "c"}\n': r'bad\.jsonl:3: missing "text"',
+        '{"title": "t", "text": "x"}\n': r'bad\.jsonl:1: missing "id"',
+        '["a", "b"]\n': r"bad\.jsonl:1: expected a JSON object",
+        '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n': r"bad\.jsonl:2: duplicate id 'a' \(first on line 1\)",
+    }
+    for content, message in cases.items():
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(content, encoding="utf-8")
+        with pytest.raises(IngestError, match=message) as err:
+            load_documents([bad])
+        assert "\n" not in str(err.value)  # one line for the CLI
+
+
+def test_duplicate_doc_ids_across_inputs_are_refused(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "intro.md").write_text("Hello.", encoding="utf-8")
+    with pytest.raises(IngestError, match="duplicate document id 'intro'"):
+        load_documents([tmp_path / "one", tmp_path / "two"])
+
+
+# --- chunking ---------------------------------------------------------------------------------------
+
+
+def test_chunks_respect_sentences_size_and_carry_metadata() -> None:
+    sentences = [f"Sentence number {i} talks about topic {i} in a few more words." for i in range(30)]
+    doc = SourceDocument(doc_id="guide/long", title="Long Guide", source="kb/guide/long.md", text=" ".join(sentences))
+    chunks = chunk_documents([doc], max_words=40, overlap_sentences=1)
+
+    assert len(chunks) > 3
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    assert [c.id for c in chunks] == [f"guide/long#{i}" for i in range(len(chunks))]
+    assert {(c.doc_id, c.title, c.source) for c in chunks} == {("guide/long", "Long Guide", "kb/guide/long.md")}
+    for chunk in chunks:
+        assert len(chunk.text.split()) <= 40
+        assert all(s in sentences for s in split_sentences(chunk.text))  # no sentence is ever cut
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert split_sentences(after.text)[0] == split_sentences(before.text)[-1]  # one sentence of overlap
+    covered = {s for c in chunks for s in split_sentences(c.text)}
+    assert covered == set(sentences)
+
+
+def test_short_docs_are_one_chunk_and_long_sentences_stay_whole() -> None:
+    short = SourceDocument("s", "S", "s.md", "# Title\n\n- first item.\n- second item.")
+    long_sentence = " ".join(["word"] * 300) + "."
+    chunks = chunk_documents([short, SourceDocument("l", "L", "l.md", long_sentence)], max_words=180)
+    assert [c.id for c in chunks] == ["s#0", "l#0"]
+    assert chunks[0].text == short.text  # line breaks of lists and headings survive
+    assert chunks[1].text == long_sentence
+
+
+# --- BM25 -------------------------------------------------------------------------------------------
+
+
+def test_bm25_finds_identifiers_and_round_trips_through_json() -> None:
+    texts = list(KB.values())
+    bm25 = BM25([keyword_tokens(t) for t in texts])
+    assert bm25.top(keyword_tokens("E1042"), 3)[0][0] == 0
+    assert bm25.top(keyword_tokens("who is user_123"), 3)[0][0] == 1
+    assert bm25.top(keyword_tokens("business days"), 5)[0][0] in (2, 3)
+    assert {row for row, _ in bm25.top(keyword_tokens("business days"), 5)} == {2, 3}
+    assert bm25.top(keyword_tokens("unknownword"), 3) == []
+    assert bm25.top([], 3) == []
+
+    restored = BM25.from_dict(json.loads(json.dumps(bm25.to_dict())))
+    for query in ("E1042 declined", "shipping business days", "user_123"):
+        assert restored.top(keyword_tokens(query), 5) == bm25.top(keyword_tokens(query), 5)
+
+
+def test_bm25_prefers_rarer_terms_and_shorter_documents() -> None:
+    bm25 = BM25([["apple", "banana"], ["apple", "cherry"], ["apple", "banana", "x", "y", "z", "w"]])
+    scores = dict(bm25.top(["apple", "cherry"], 3))
+    assert scores[1] > scores[0]  # cherry is rare
+    banana = dict(bm25.top(["banana"], 3))
+    assert banana[0] > banana[2]  # same match, shorter document
+    assert bm25.idf("apple") > 0  # a term in every document still never counts against a match
+
+
+# --- the hybrid index -------------------------------------------------------------------------------
+
+
+def test_identifier_lookups(index: HybridIndex) -> None:
+    assert index.retrieve("What does E1042 mean?", ctx())[0]["doc_id"] == "errors"
+    top = index.retrieve("user_123", ctx())[0]
+    assert top["doc_id"] == "accounts"
+    assert top["id"] == "accounts#0" and top["origin"] == "kb" and 0 < top["score"] <= 1
+
+
+def test_agreement_bonus_raises_chunks_both_retrievers_find(index: HybridIndex) -> None:
+    query = "how long does express shipping take"
+    without = {p["id"]: p["score"] for p in index.retrieve(query, ctx(k=5, agreement_bonus=0.0, min_similarity=0))}
+    bonus = {p["id"]: p["score"] for p in index.retrieve(query, ctx(k=5, agreement_bonus=0.15, min_similarity=0))}
+    assert bonus["shipping#0"] == pytest.approx(without["shipping#0"] + 0.15, abs=1e-3)
+    # A chunk only the vector search proposed (no shared word) gets no bonus.
+    assert bonus["garden#0"] == without["garden#0"] == 0.0
+
+
+def test_results_are_deduplicated_and_limited_to_k() -> None:
+    extra = {"refunds-copy": KB["refunds"]}  # the same text under another document id
+    index = HybridIndex.build(kb_chunks(extra), BowEmbedder())
+    passages = index.retrieve("refunds payment method return", ctx(k=4, min_similarity=0))
+    ids = [p["id"] for p in passages]
+    assert len(ids) == len(set(ids)) == 4
+    assert sum(p["text"] == KB["refunds"] for p in passages) == 1
+    assert [p["score"] for p in passages] == sorted((p["score"] for p in passages), reverse=True)
+
+
+def test_quality_gate_drops_unrelated_chunks_but_keeps_exact_identifiers(index: HybridIndex) -> None:
+    # Nothing in the knowledge base shares a word with the garden chunk's topic: it must not fill a slot.
+    passages = index.retrieve("payment declined by the bank", ctx(k=5))
+    assert "garden" not in {p["doc_id"] for p in passages}
+    assert passages[0]["doc_id"] == "errors"
+    # With a gate no cosine passes, an exact identifier still gets through; plain shared words do not.
+    strict = ctx(k=5, min_similarity=0.99)
+    assert [p["doc_id"] for p in index.retrieve("declined payment E1042 business days", strict)] == ["errors"]
+    assert index.retrieve("business days shipping", strict) == []
+
+
+def test_empty_query_returns_nothing(index: HybridIndex) -> None:
+    assert index.retrieve("", ctx()) == []
+    assert index.retrieve("   \n", ctx()) == []
+
+
+def test_build_reports_progress_per_batch() -> None:
+    docs = [SourceDocument(f"d{i}", f"D{i}", "x.md", f"Document {i} text.") for i in range(130)]
+    calls: list[tuple[int, int]] = []
+    HybridIndex.build(chunk_documents(docs), BowEmbedder(), on_progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(64, 130), (128, 130), (130, 130)]
+    with pytest.raises(IngestError, match="nothing to index"):
+        HybridIndex.build([], BowEmbedder())
+
+
+# --- persistence ------------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip_returns_identical_results(index: HybridIndex, tmp_path: Path) -> None:
+    index.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["embedder"] == "test/bow" and manifest["dim"] == BowEmbedder.dim
+    assert (manifest["chunks"], manifest["documents"], manifest["format_version"]) == (len(index), 5, 1)
+    assert manifest["created"]
+
+    loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    assert loaded.chunks == index.chunks
+    for query in ("E1042", "user_123 email", "when do refunds arrive", "tomatoes watering", "express shipping"):
+        settings = ctx(k=5, min_similarity=0)
+        assert loaded.retrieve(query, settings) == index.retrieve(query, settings)
+
+
+def test_loading_with_another_embedder_names_both(index: HybridIndex, tmp_path: Path) -> None:
+    index.save(tmp_path / "idx")
+    with pytest.raises(IngestError, match=r"built with embedder 'test/bow' but the current embedder is 'other/model'"):
+        HybridIndex.load(tmp_path / "idx", BowEmbedder("other/model"))
+
+
+def test_missing_or_incomplete_index_says_how_to_build_one(index: HybridIndex, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(IngestError) as err:
+        HybridIndex.load(missing, BowEmbedder())
+    assert str(err.value) == f"no index at {missing}; build one with `selfcrag ingest PATH --index {missing}`"
+
+    index.save(tmp_path / "idx")
+    (tmp_path / "idx" / "bm25.json").unlink()
+    with pytest.raises(IngestError, match="no index at"):
+        HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    index.save(tmp_path / "idx")
+    (tmp_path / "idx" / "chunks.jsonl").write_text("{not json\n")
+    with pytest.raises(IngestError, match="is damaged"):
+        HybridIndex.load(tmp_path / "idx", BowEmbedder())
+
+
+def test_open_index_is_cached_and_index_for_picks_the_source(index: HybridIndex, tmp_path: Path) -> None:
+    index.save(tmp_path / "idx")
+    embedder = BowEmbedder()
+    first = open_index(str(tmp_path / "idx"), embedder)
+    assert open_index(str(tmp_path / "." / "idx"), embedder) is first  # same resolved path: loaded once
+    assert index_for(Context(index_dir=str(tmp_path / "idx")), embedder) is first
+    with pytest.raises(IngestError, match="no index at"):
+        index_for(Context(index_dir=str(tmp_path / "missing")), embedder)
+
+    sample = index_for(Context(), embedder)
+    assert sample is sample_index(embedder)
+    assert isinstance(sample, HybridIndex) and sample.documents >= 5
+    assert all(p["source"].startswith("sample_kb/") for p in sample.retrieve("refund", ctx()))
+
+
+def test_import_loads_no_model_or_index() -> None:
+    code = "import sys, selfcrag.components.retrieval; print(sorted({'faiss', 'onnxruntime'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --- LangChain --------------------------------------------------------------------------------------
+
+
+class FixedRetriever(BaseRetriever):
+    documents: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return self.documents
+
+
+def test_langchain_retriever_maps_dedupes_scores_and_truncates() -> None:
+    docs = [
+        Document("Refunds take 5 days.", metadata={"doc_id": "refunds", "chunk_index": 2, "title": "Refunds",
+                                                   "source": "kb/refunds.md", "score": 0.9}),
+        Document("Refunds take 5 days.", metadata={"doc_id": "refunds", "chunk_index": 2}),  # same chunk again
+        Document("Shipping is free.", metadata={"source": "web/shipping.html", "relevance_score": 0.4}),
+        Document("Part two of the page.", metadata={"source": "web/shipping.html"}),  # no chunk index: kept
+        Document("No metadata at all."),
+        Document("Beyond k."),
+    ]
+    adapter = LangChainRetriever(FixedRetriever(documents=docs))
+    passages = adapter.retrieve("refunds", Context(k=4))
+
+    assert [p["id"] for p in passages] == ["refunds#2", "web/shipping.html#0", "web/shipping.html#1", "result-4#0"]
+    first = passages[0]
+    assert (first["title"], first["source"], first["chunk_index"]) == ("Refunds", "kb/refunds.md", 2)
+    assert first["score"] == 0.9
+    assert passages[1]["score"] == 0.4 and passages[1]["title"] == "web/shipping.html"
+    assert passages[2]["score"] == pytest.approx(1 / 4)  # rank-based: fourth result
+    assert passages[3]["score"] == pytest.approx(1 / 5)
+    assert all(p["origin"] == "kb" for p in passages)
+    assert adapter.retrieve("  ", Context()) == []
+
+
+# --- the real embedder ------------------------------------------------------------------------------
+
+
+def test_real_embedder_retrieves_by_meaning() -> None:
+    from selfcrag.components.embeddings import default_embedder
+
+    docs = [
+        SourceDocument("refunds", "Refunds", "refunds.md",
+                       "We reimburse the full purchase price to your original card within five days of "
+                       "receiving the returned item."),
+        SourceDocument("password", "Password reset", "password.md",
+                       "To reset your password, open the sign-in page and follow the link we email you."),
+        SourceDocument("shipping", "Shipping", "shipping.md",
+                       "Parcels leave our warehouse the next working day and arrive within a week."),
+        SourceDocument("garden", "Garden", "garden.md", "Tomatoes need full sun and regular watering."),
+    ]
+    index = HybridIndex.build(chunk_documents(docs), default_embedder())
+    query = "How do I get my money back?"
+    assert not set(keyword_tokens(query)) & set(keyword_tokens(docs[0].text))  # no shared word to lean on
+    passages = index.retrieve(query, Context(k=2))
+    assert passages[0]["doc_id"] == "refunds"
+    assert "garden" not in {p["doc_id"] for p in index.retrieve(query, Context(k=4))}
