@@ -1,0 +1,145 @@
+"""An extractive generator: the answer is the best evidence sentence(s), copied verbatim, each cited.
+
+Copying instead of writing means the offline answer can never state what the evidence does not; when no
+sentence supports an answer the generator says what the evidence lacks instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from selfcrag.components.base import Citation, Draft, Embedder, Strip
+from selfcrag.components.offline_grading import (
+    TYPE_MISSING,
+    answer_type,
+    coverage,
+    embed,
+    fold,
+    has_answer_type,
+    question_terms,
+    scaled,
+    strip_citations,
+    term,
+)
+from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, split_sentences, words
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+# Sentence score weights: question-term coverage, similarity, expected answer type present.
+WEIGHTS = {"coverage": 0.4, "similarity": 0.4, "type": 0.2}
+MIN_SUPPORT = 0.45  # below this the best sentence does not answer the question: say so instead
+SECOND_MARGIN = 0.15  # a second sentence must score within this of the first ...
+# ... and add something: a question term the first lacks, or the expected answer type the first lacks.
+
+
+def normalise(sentence: str) -> str:
+    """For comparing sentences: no citation markers, case, spacing or final punctuation."""
+    return " ".join(strip_citations(sentence).lower().split()).rstrip(".!?;: ")
+
+
+def key_terms(question: str) -> dict[str, str]:
+    """Terms the evidence must contain for any answer: identifiers (E1042), numbers, and names capitalised
+    mid-question (Antarctica, CEO). An on-topic passage without them answers a different question."""
+    key: dict[str, str] = {}
+    tokens = re.findall(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*", fold(question))
+    for position, token in enumerate(tokens):
+        lowered = token.lower()
+        identifier = any(c.isdigit() for c in token) or "_" in token
+        name = position > 0 and token[0].isupper()
+        if (identifier or name) and len(lowered) > 1 and lowered not in STOPWORDS and lowered not in QUESTION_WORDS:
+            key.setdefault(term(lowered), lowered)
+    return key
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def clean(sentence: str) -> str:
+    """A sentence as it reads in an answer: without a leading list marker (still a substring of the evidence)."""
+    return _LIST_MARKER.sub("", sentence).strip()
+
+
+@dataclass
+class Candidate:
+    sentence: str
+    strip: Strip
+    score: float
+    typed: bool  # holds the expected type of answer (a number for "how many", ...)
+    missing: list[str]  # question terms it does not mention
+
+
+class ExtractiveGenerator:
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def candidates(self, question: str, strips: list[Strip], avoid: list[str] | None = None) -> list[Candidate]:
+        """Every distinct evidence sentence, scored as an answer to the question, best first."""
+        skip = {normalise(a) for a in avoid or []}
+        pool: list[tuple[str, Strip]] = []
+        seen: set[str] = set()
+        for strip in strips:
+            for sentence in split_sentences(strip["text"]):
+                sentence, key = clean(sentence), normalise(clean(sentence))
+                # Markdown headings name a topic but answer nothing.
+                if key and key not in seen and key not in skip and words(sentence) and not sentence.startswith("#"):
+                    seen.add(key)
+                    pool.append((sentence, strip))
+        if not pool:
+            return []
+        terms, kind = question_terms(question), answer_type(question)
+        vectors = embed(self.embedder, [question, *[sentence for sentence, _ in pool]])
+        sims = vectors[1:] @ vectors[0]
+        out = []
+        for (sentence, strip), sim in zip(pool, sims, strict=True):
+            covered, missing = coverage(terms, sentence)
+            typed = has_answer_type(kind, sentence, question)
+            if kind == "generic":  # nothing to type-check: coverage and similarity share the weight
+                score = 0.5 * covered + 0.5 * scaled(float(sim))
+            else:
+                score = (WEIGHTS["coverage"] * covered + WEIGHTS["similarity"] * scaled(float(sim))
+                         + WEIGHTS["type"] * typed)
+            out.append(Candidate(sentence, strip, round(score, 4), typed, missing))
+        return sorted(out, key=lambda c: -c.score)  # stable: ties keep evidence order
+
+    def generate(self, question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None) -> Draft:
+        evidence = "\n".join(s["text"] for s in strips)
+        terms = question_terms(question)
+        _, absent = coverage(terms, evidence)
+        _, absent_keys = coverage(key_terms(question), evidence)
+        if not strips or absent_keys:
+            named = absent_keys or absent or list(terms.values())
+            return Draft(answer="", citations=[], missing="no passage mentions: " + ", ".join(named))
+        ranked = self.candidates(question, strips, avoid)
+        if not ranked:
+            return Draft(answer="", citations=[], missing="every supporting sentence was unsupported before")
+        best = ranked[0]
+        if best.score < MIN_SUPPORT:
+            kind = answer_type(question)
+            if absent:
+                missing = "no passage mentions: " + ", ".join(absent)
+            elif TYPE_MISSING[kind] and not any(c.typed for c in ranked):
+                missing = f"{TYPE_MISSING[kind]} in the evidence"
+            else:
+                missing = "no passage answers: " + question.strip()
+            return Draft(answer="", citations=[], missing=missing)
+
+        chosen = [best]
+        for c in ranked[1:]:
+            if len(chosen) >= settings.max_answer_sentences or c.score < best.score - SECOND_MARGIN:
+                break
+            if set(best.missing) - set(c.missing) or (c.typed and not best.typed):
+                chosen.append(c)
+
+        labels: dict[str, str] = {}
+        for strip in strips:  # doc_1 = the first distinct document in the strips' order
+            labels.setdefault(strip["doc_id"], f"doc_{len(labels) + 1}")
+        parts, citations = [], []
+        for c in chosen:
+            ref = labels[c.strip["doc_id"]]
+            parts.append(f"{c.sentence} [{ref}]")
+            citations.append(Citation(ref=ref, doc_id=c.strip["doc_id"], title=c.strip["title"],
+                                      source=c.strip["source"], quote=c.sentence))
+        return Draft(answer=" ".join(parts), citations=citations)

@@ -1,0 +1,89 @@
+"""CRAG's knowledge refinement (decompose-then-recompose), offline.
+
+Decompose each passage into strips of a few sentences, score every strip against the question, drop the
+clearly irrelevant ones, and recompose the best into the evidence for generation, within a token budget.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from selfcrag.components.base import Embedder, Passage, Refinement, Strip
+from selfcrag.components.offline_grading import coverage, embed, question_terms, scaled
+from selfcrag.components.text import approx_tokens, split_sentences
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+STRIP_SIM_WEIGHT = 0.6  # strips are short, so similarity is less diluted than for whole passages
+MIN_STRIP_SCORE = 0.2  # below this a strip is off-topic whatever the others score
+RELATIVE_FLOOR = 0.5  # ... and a strip scoring under half the best one only adds noise
+
+
+def _strips_of(passage: Passage, size: int) -> list[tuple[str, list[str]]]:
+    """(strip text, its sentences) per group of `size` sentences. The text is cut from the passage as written,
+    line breaks included, so list items and headings still split into the same sentences downstream."""
+    text = passage["text"]
+    sentences = split_sentences(text) or [text]
+    strips, cursor = [], 0
+    for i in range(0, len(sentences), max(1, size)):
+        group = sentences[i : i + size]
+        start = text.find(group[0], cursor)
+        end = text.find(group[-1], max(start, cursor)) + len(group[-1])
+        if start < 0 or end < len(group[-1]):  # a sentence re-joined after an abbreviation: no exact span
+            strips.append(("\n".join(group), group))
+            continue
+        strips.append((text[start:end], group))
+        cursor = end
+    return strips
+
+
+def _fit(sentences: list[str], budget: int) -> str:
+    """The leading sentences that fit the budget (a strip longer than the whole budget is cut, not lost)."""
+    kept: list[str] = []
+    for sentence in sentences:
+        if approx_tokens(" ".join([*kept, sentence])) > budget:
+            break
+        kept.append(sentence)
+    return " ".join(kept) if kept else " ".join(" ".join(sentences).split()[:budget])
+
+
+class StripRefiner:
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def refine(self, question: str, passages: list[Passage], settings: Context) -> Refinement:
+        candidates = [(p, text, group) for p in passages for text, group in _strips_of(p, settings.strip_sentences)]
+        if not candidates:
+            return Refinement(strips=[])
+        texts = [text for _, text, _ in candidates]
+        sentences = [s for _, _, group in candidates for s in group]
+        vectors = embed(self.embedder, [question, *texts, *sentences])
+        q, strip_vecs, sentence_sims = vectors[0], vectors[1 : len(texts) + 1], vectors[len(texts) + 1 :] @ vectors[0]
+        terms = question_terms(question)
+        scored: list[tuple[float, int]] = []
+        start = 0
+        for i, (_, _, group) in enumerate(candidates):
+            # A strip is as relevant as its best sentence: one answering sentence beside a filler one counts.
+            similarity = max(float(strip_vecs[i] @ q), float(np.max(sentence_sims[start : start + len(group)])))
+            start += len(group)
+            covered, _ = coverage(terms, texts[i])
+            scored.append((STRIP_SIM_WEIGHT * scaled(similarity) + (1 - STRIP_SIM_WEIGHT) * covered, i))
+        scored.sort(key=lambda item: (-item[0], item[1]))  # score desc, then document order: stable
+        floor = max(MIN_STRIP_SCORE, RELATIVE_FLOOR * scored[0][0])
+        strips: list[Strip] = []
+        used = 0
+        for rank, (score, i) in enumerate(scored):
+            if len(strips) >= settings.max_strips or (score < floor and rank > 0):
+                break  # the best strip is always kept: the passages were graded relevant enough to refine
+            passage, text, group = candidates[i]
+            if used + approx_tokens(text) > settings.strip_token_budget:
+                if strips:
+                    continue  # a shorter, lower-ranked strip may still fit
+                text = _fit(group, settings.strip_token_budget)
+            used += approx_tokens(text)
+            strips.append(Strip(id=passage["id"], doc_id=passage["doc_id"], title=passage["title"],
+                                source=passage["source"], text=text, score=round(score, 4)))
+        return Refinement(strips=strips)

@@ -1,0 +1,85 @@
+"""Query rewriting without a model: keyword expansion for the knowledge base, a keyword query for the web.
+
+A new retrieval round is only worth it if it can find something new, so the knowledge-base query adds
+terms the last query did not have: distinctive words of the best evidence so far (pseudo-relevance
+feedback) and the terms the answer grader said were missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from selfcrag.components.base import Embedder, Rewrite, Strip
+from selfcrag.components.offline_grading import question_terms, term
+from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, words
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+EVIDENCE_TERMS = 3  # expansion terms taken from the evidence: enough to shift BM25, few enough not to drift
+EVIDENCE_STRIPS = 2  # only the best strips: lower ones are more likely off-topic
+WEB_MAX_WORDS = 8
+# Words of the graders' own messages ("no passage mentions: x", "does not mention: y") are not query terms.
+_FEEDBACK_VOCABULARY = frozenset({
+    "passage", "passages", "mention", "mentions", "answer", "answers", "evidence", "number", "date", "time",
+    "name", "person", "organisation", "place", "reason", "statement", "missing", "support", "yes",
+})
+
+
+def _keywords(text: str) -> list[str]:
+    """Content words in order, unstemmed (queries read better), one per stem; bare numbers are no keywords."""
+    out: dict[str, str] = {}
+    for w in words(text):
+        if w not in STOPWORDS and w not in QUESTION_WORDS and len(w) > 1 and any(c.isalpha() for c in w):
+            out.setdefault(term(w), w)
+    return list(out.values())
+
+
+def _feedback_terms(feedback: str) -> list[str]:
+    named = re.findall(r"mentions?:\s*([^;]+)", feedback)
+    text = " ".join(named) if named else feedback
+    return [w for w in _keywords(text) if w not in _FEEDBACK_VOCABULARY]
+
+
+class KeywordRewriter:
+    """`embedder` is accepted for a uniform constructor with the other offline components; it is not needed."""
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self.embedder = embedder
+
+    def rewrite(
+        self, question: str, query: str, evidence: list[Strip], feedback: str, for_web: bool, settings: Context
+    ) -> Rewrite:
+        base = list(question_terms(question).values())
+        if for_web:
+            # Identifiers and numbers first: they are what a web page must contain.
+            ranked = sorted(base, key=lambda w: not any(c.isdigit() for c in w))
+            keep = set(ranked[:WEB_MAX_WORDS])
+            web_query = " ".join(w for w in base if w in keep)
+            return Rewrite(query=web_query or question.strip(), reason="keyword query for web search")
+
+        have = {term(w) for w in words(query)} | {term(w) for w in base}
+        from_feedback = [w for w in _feedback_terms(feedback) if term(w) not in have]
+        have |= {term(w) for w in from_feedback}
+        counts: Counter[str] = Counter()
+        best = sorted(evidence, key=lambda s: -s["score"])[:EVIDENCE_STRIPS]
+        for strip in best:
+            for w in _keywords(strip["text"]):
+                if term(w) not in have and len(w) > 2:
+                    counts[w] += 1
+        # Frequent in the best strips first; ties in reading order (Counter keeps insertion order).
+        from_evidence = [w for w, _ in counts.most_common(EVIDENCE_TERMS)]
+        new_query = " ".join(dict.fromkeys([*base, *from_feedback, *from_evidence]))
+        added = [*from_feedback, *from_evidence]
+        if not new_query or new_query.lower() == " ".join(query.lower().split()):
+            return Rewrite(query=query, reason="nothing new to add to the query")
+        reason = "keywords of the question"
+        if from_feedback:
+            reason += f", plus missing terms: {', '.join(from_feedback)}"
+        if from_evidence:
+            reason += f", plus evidence terms: {', '.join(from_evidence)}"
+        if not added:
+            reason += " (no new terms found)"
+        return Rewrite(query=new_query, reason=reason)
