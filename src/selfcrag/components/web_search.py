@@ -1,0 +1,62 @@
+"""Web search through Tavily (`tavily-python`). Without TAVILY_API_KEY it is unavailable, and the graph
+takes the retrieval-only path. Every failure becomes a WebSearchError so the graph can degrade."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from selfcrag.components.base import Passage, WebSearchError
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+
+class TavilyWebSearch:
+    def __init__(
+        self, api_key: str | None = None, api_base_url: str | None = None, timeout: float = 15.0
+    ) -> None:
+        self._api_key = api_key if api_key is not None else os.environ.get("TAVILY_API_KEY", "")
+        # TAVILY_API_BASE_URL points the real client at a proxy or a local test server.
+        self._api_base_url = api_base_url or os.environ.get("TAVILY_API_BASE_URL") or None
+        self._timeout = timeout
+        self._client: Any = None
+
+    @property
+    def available(self) -> bool:
+        return bool(self._api_key)
+
+    def search(self, query: str, settings: Context) -> list[Passage]:
+        if not self.available:
+            raise WebSearchError("web search unavailable: TAVILY_API_KEY is not set")
+        try:
+            if self._client is None:
+                from tavily import TavilyClient
+
+                self._client = TavilyClient(api_key=self._api_key, api_base_url=self._api_base_url)
+            reply = self._client.search(query, max_results=settings.web_results, timeout=self._timeout)
+        except Exception as exc:  # any client, HTTP or timeout fault degrades the run, never crashes it
+            raise WebSearchError(f"web search failed: {type(exc).__name__}: {exc}") from exc
+        results = reply.get("results") if isinstance(reply, dict) else None
+        if not isinstance(results, list):
+            raise WebSearchError("web search failed: reply has no result list")
+        return [passage for r in results if (passage := _to_passage(r)) is not None]
+
+
+def _to_passage(result: Any) -> Passage | None:
+    if not isinstance(result, dict) or not result.get("content") or not result.get("url"):
+        return None
+    url = str(result["url"])
+    doc_id = "web:" + hashlib.sha1(url.encode()).hexdigest()[:10]
+    score = result.get("score")
+    return Passage(
+        id=f"{doc_id}#0",
+        doc_id=doc_id,
+        chunk_index=0,
+        title=str(result.get("title") or url),
+        source=url,
+        text=str(result["content"]),
+        score=min(1.0, max(0.0, float(score))) if isinstance(score, (int, float)) else 0.5,
+        origin="web",
+    )

@@ -1,0 +1,40 @@
+"""Self-RAG's groundedness check: is every statement of the draft supported by the evidence?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings)
+        # Keep what earlier drafts could not support too, so a second regeneration avoids both.
+        unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
+        reason = f"groundedness {check.score:.2f} (threshold {settings.groundedness_threshold})"
+        if check.unsupported:
+            reason += f"; {len(check.unsupported)} unsupported statements"
+        if check.flags:
+            reason += "; " + "; ".join(check.flags)
+        return {
+            "groundedness": check.score,
+            "grounded": check.grounded,
+            "unsupported_claims": unsupported,
+            "llm_calls": state.get("llm_calls", 0) + check.llm_calls,
+            "trace": [
+                {
+                    "node": "check_hallucination",
+                    "decision": "grounded" if check.grounded else "not grounded",
+                    "reason": reason,
+                    "unsupported": check.unsupported,
+                }
+            ],
+        }
+
+    return check_hallucination

@@ -1,0 +1,41 @@
+"""Generates a cited answer from the knowledge strips; a regeneration is told which statements the last
+draft could not support, so it does not repeat them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        generation = state.get("generations", 0) + 1
+        avoid = list(state.get("unsupported_claims") or []) if generation > 1 else []
+        draft = components.generator.generate(state["question"], state.get("knowledge") or [], settings, avoid)
+        reason = f"generation {generation}/{settings.max_generations} from {len(state.get('knowledge') or [])} strips"
+        if avoid:
+            reason += f", avoiding {len(avoid)} unsupported statements"
+        return {
+            "answer": draft.answer,
+            "citations": draft.citations,
+            "missing": draft.missing,
+            "generations": generation,
+            "unsupported_claims": [] if generation == 1 else avoid,
+            "llm_calls": state.get("llm_calls", 0) + draft.llm_calls,
+            "trace": [
+                {
+                    "node": "generate",
+                    "decision": "draft" if draft.answer else "no answer",
+                    "reason": reason if draft.answer else f"{reason}; {draft.missing}",
+                    "citations": [c["ref"] for c in draft.citations],
+                }
+            ],
+        }
+
+    return generate

@@ -1,0 +1,31 @@
+"""Self-RAG's usefulness check: does the answer address the question? What is missing feeds the rewrite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        grade = components.answer_grader.grade(state["question"], state.get("answer") or "", settings)
+        reason = f"answer relevance {grade.score:.2f} (threshold {settings.answer_relevance_threshold})"
+        if grade.missing:
+            reason += f"; missing: {grade.missing}"
+        return {
+            "answer_relevance": grade.score,
+            "answer_useful": grade.useful,
+            "feedback": grade.missing,
+            "llm_calls": state.get("llm_calls", 0) + grade.llm_calls,
+            "trace": [
+                {"node": "grade_answer", "decision": "useful" if grade.useful else "not useful", "reason": reason}
+            ],
+        }
+
+    return grade_answer

@@ -1,0 +1,42 @@
+"""The CRAG retrieval evaluator: grades each passage correct / ambiguous / incorrect, then picks the action."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.components.offline_grading import crag_action
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def grade_documents(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        passages = state.get("documents") or []
+        grading = components.relevance.grade(state["question"], passages, settings) if passages else None
+        grades = grading.grades if grading else []
+        action = crag_action(grades, settings.crag_policy)
+        counts = Counter(g["label"] for g in grades)
+        summary = ", ".join(f"{counts[label]} {label}" for label in ("correct", "ambiguous", "incorrect"))
+        return {
+            "grades": grades,
+            "crag_action": action,
+            "llm_calls": state.get("llm_calls", 0) + (grading.llm_calls if grading else 0),
+            "trace": [
+                {
+                    "node": "grade_documents",
+                    "decision": action,
+                    "reason": f"graded {len(grades)} passages: {summary} (policy {settings.crag_policy})"
+                    if grades
+                    else "no passages retrieved",
+                    "grades": [{"id": g["id"], "label": g["label"], "score": round(g["score"], 3),
+                                "reason": g["reason"]} for g in grades],
+                }
+            ],
+        }
+
+    return grade_documents

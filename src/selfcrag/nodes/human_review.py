@@ -1,0 +1,48 @@
+"""Hands a low-confidence answer to a person: pauses the run with LangGraph `interrupt()` and resumes with
+`Command(resume={"action": "approve" | "edit" | "reject", "answer": "..."})`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from selfcrag.components.backend import Components
+from selfcrag.nodes.finalize import missing_evidence
+from selfcrag.prompts import messages
+from selfcrag.state import State
+
+ACTIONS = ("approve", "edit", "reject")
+
+
+def make(components: Components):  # noqa: ANN201
+    def human_review(state: State) -> dict[str, Any]:
+        reply = interrupt(
+            {
+                "question": state.get("question"),
+                "draft_answer": state.get("answer"),
+                "citations": state.get("citations") or [],
+                "evidence": [{"id": s["id"], "text": s["text"]} for s in state.get("knowledge") or []],
+                "scores": state.get("scores"),
+                "confidence": state.get("confidence"),
+                "actions": list(ACTIONS),
+            }
+        )
+        action = reply.get("action") if isinstance(reply, dict) else reply
+        if action not in ACTIONS:
+            raise ValueError(f"human_review resume needs action in {ACTIONS}, got {action!r}")
+        update: dict[str, Any] = {"review": reply if isinstance(reply, dict) else {"action": action}}
+        if action == "approve":
+            update["decision"] = "answer"
+        elif action == "edit":
+            edited = (reply.get("answer") or "").strip() if isinstance(reply, dict) else ""
+            if not edited:
+                raise ValueError("human_review `edit` needs the edited text in `answer`")
+            update |= {"decision": "answer", "answer": edited}
+        else:
+            missing = missing_evidence(state)
+            update |= {"decision": "abstain", "answer": messages.abstain(missing), "citations": [], "missing": missing}
+        update["trace"] = [{"node": "human_review", "decision": update["decision"], "reason": f"reviewer: {action}"}]
+        return update
+
+    return human_review

@@ -1,0 +1,34 @@
+"""Retrieves passages for the current query from the knowledge base (or the caller's retriever)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        query = state.get("query") or state["question"]
+        passages = components.retriever_for(settings).retrieve(query, settings)
+        rounds = state.get("retrieval_rounds", 0) + 1
+        return {
+            "documents": passages,
+            "retrieval_rounds": rounds,
+            "generations": 0,  # new evidence: the generation budget starts again
+            "trace": [
+                {
+                    "node": "retrieve",
+                    "decision": f"{len(passages)} passages",
+                    "reason": f"round {rounds}/{settings.max_retrieval_rounds}, query: {query!r}",
+                    "passages": [{"id": p["id"], "score": round(p["score"], 3)} for p in passages],
+                }
+            ],
+        }
+
+    return retrieve

@@ -1,0 +1,36 @@
+"""Rewrites the query: a short keyword query for web search (CRAG `incorrect`), or a better knowledge-base
+query from the grader's feedback and the best evidence so far (a new retrieval round)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.context import Context, settings_of
+from selfcrag.routing import rewrite_for_web
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        for_web = rewrite_for_web(state)
+        query = state.get("query") or state["question"]
+        rewrite = components.rewriter.rewrite(
+            state["question"], query, state.get("knowledge") or [], state.get("feedback") or "", for_web, settings
+        )
+        update: dict[str, Any] = {"llm_calls": state.get("llm_calls", 0) + rewrite.llm_calls}
+        update["web_query" if for_web else "query"] = rewrite.query
+        update["trace"] = [
+            {
+                "node": "rewrite_query",
+                "decision": "web query" if for_web else "new retrieval query",
+                "reason": rewrite.reason or "rewritten",
+                "query": rewrite.query,
+            }
+        ]
+        return update
+
+    return rewrite_query

@@ -1,0 +1,53 @@
+"""Web search (CRAG's corrective step): results are graded like retrieved passages and refined into strips.
+`ambiguous` adds them to the kept knowledge; `incorrect` replaces it. Failures degrade to retrieval only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from selfcrag.components.backend import Components
+from selfcrag.components.base import WebSearchError
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def make(components: Components):  # noqa: ANN201
+    def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = settings_of(runtime.context)
+        query = state.get("web_query") or state["question"]
+        base = [] if state.get("crag_action") == "incorrect" else list(state.get("knowledge") or [])
+        update: dict[str, Any] = {"web_searched": True, "generations": 0}
+        try:
+            results = components.web.search(query, settings)
+        except WebSearchError as exc:
+            update["web_available"] = False
+            update["knowledge"] = base
+            update["trace"] = [{"node": "web_search", "decision": "unavailable", "reason": str(exc)}]
+            return update
+        calls = 0
+        kept = []
+        if results:
+            grading = components.relevance.grade(state["question"], results, settings)
+            calls += grading.llm_calls
+            relevant = {g["id"] for g in grading.grades if g["label"] != "incorrect"}
+            kept = [r for r in results if r["id"] in relevant]
+        strips = []
+        if kept:
+            refinement = components.refiner.refine(state["question"], kept, settings)
+            calls += refinement.llm_calls
+            strips = refinement.strips
+        update["knowledge"] = base + strips
+        update["llm_calls"] = state.get("llm_calls", 0) + calls
+        update["trace"] = [
+            {
+                "node": "web_search",
+                "decision": f"{len(strips)} web strips",
+                "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant",
+                "urls": [r["source"] for r in kept],
+            }
+        ]
+        return update
+
+    return web_search

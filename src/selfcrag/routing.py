@@ -1,0 +1,91 @@
+"""Where the graph goes next: pure functions of (state, settings), no I/O.
+
+Every loop is bounded here by the graph's own counters (retrieval rounds, generations on the same
+evidence, the model-call budget), never by LangGraph's recursion limit.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END
+
+from selfcrag.context import Context
+from selfcrag.state import State
+
+
+def rounds_left(state: State, settings: Context) -> bool:
+    return state.get("retrieval_rounds", 0) < settings.max_retrieval_rounds
+
+
+def budget_left(state: State, settings: Context) -> bool:
+    return state.get("llm_calls", 0) < settings.max_llm_calls
+
+
+def can_search_web(state: State) -> bool:
+    """Web search is worth a try once per run, when it is configured and has not failed."""
+    return bool(state.get("web_available")) and not state.get("web_searched")
+
+
+def rewrite_for_web(state: State) -> bool:
+    """The CRAG `incorrect` action replaces the evidence with web results when web search is possible."""
+    return state.get("crag_action") == "incorrect" and can_search_web(state)
+
+
+def can_retry_retrieval(state: State, settings: Context) -> bool:
+    return rounds_left(state, settings) and budget_left(state, settings)
+
+
+def after_grading(state: State, settings: Context) -> str:
+    """CRAG action: correct/ambiguous keep (refine) the evidence; incorrect replaces it."""
+    if state.get("crag_action") in ("correct", "ambiguous"):
+        return "refine"
+    if rewrite_for_web(state) or can_retry_retrieval(state, settings):
+        return "rewrite_query"
+    return "finalize"
+
+
+def after_refine(state: State, settings: Context) -> str:
+    """Ambiguous evidence is supplemented from the web; no surviving knowledge means correct again."""
+    if state.get("crag_action") == "ambiguous" and can_search_web(state):
+        return "web_search"
+    if state.get("knowledge"):
+        return "generate"
+    if can_search_web(state):
+        return "web_search"
+    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
+
+
+def after_rewrite(state: State, settings: Context) -> str:
+    return "web_search" if rewrite_for_web(state) else "retrieve"
+
+
+def after_web_search(state: State, settings: Context) -> str:
+    if state.get("knowledge"):
+        return "generate"
+    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
+
+
+def after_generate(state: State, settings: Context) -> str:
+    """A draft goes to the checks; no draft (the evidence cannot support an answer) means correct again."""
+    if state.get("answer"):
+        return "check_hallucination"
+    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
+
+
+def after_hallucination_check(state: State, settings: Context) -> str:
+    """Not grounded: regenerate (told what was unsupported) while generations and budget remain."""
+    if state.get("grounded"):
+        return "grade_answer"
+    if state.get("generations", 0) < settings.max_generations and budget_left(state, settings):
+        return "generate"
+    return "grade_answer"
+
+
+def after_answer_grade(state: State, settings: Context) -> str:
+    """Not useful: rewrite the query and retrieve again while rounds and budget remain."""
+    if state.get("answer_useful"):
+        return "finalize"
+    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
+
+
+def after_finalize(state: State, settings: Context) -> str:
+    return "human_review" if state.get("decision") == "human_review" else END

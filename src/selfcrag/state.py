@@ -1,0 +1,76 @@
+"""Graph state. Input and output schemas are small and explicit so a parent graph's keys never clash.
+
+`typing_extensions.TypedDict` (not `typing`) because the LangGraph server needs it on Python 3.11 to
+publish the schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AnyMessage
+from typing_extensions import TypedDict
+
+from selfcrag.components.base import Citation, Grade, Label, Passage, Strip
+
+Decision = Literal["answer", "answer_with_caveat", "abstain", "human_review"]
+
+
+class Step(TypedDict, total=False):
+    """One trace entry: which node ran, what it decided and why (more keys per node)."""
+
+    node: str
+    decision: str
+    reason: str
+
+
+def add_steps(existing: list[Step] | None, new: list[Step] | None) -> list[Step]:
+    """Trace reducer: append steps. A `prepare` step opens a new run, so it starts a fresh trace
+    (a thread with a checkpointer keeps state between runs; old traces must not leak into new ones)."""
+    new = list(new or [])
+    if new and new[0].get("node") == "prepare":
+        return new
+    return list(existing or []) + new
+
+
+class Scores(TypedDict):
+    context_relevance: float
+    groundedness: float
+    answer_relevance: float
+
+
+class InputState(TypedDict, total=False):
+    question: str
+    # Chat history; when `question` is empty the last human message is the question.
+    messages: list[AnyMessage]
+
+
+class OutputState(TypedDict, total=False):
+    answer: str
+    citations: list[Citation]
+    decision: Decision
+    confidence: float
+    scores: Scores
+    missing: str  # what the evidence lacked, when the agent abstains or adds a caveat
+    trace: Annotated[list[Step], add_steps]
+    llm_calls: int
+
+
+class State(InputState, OutputState, total=False):
+    query: str  # the current retrieval query (the question, then rewrites)
+    web_query: str
+    documents: list[Passage]  # retrieved this round
+    grades: list[Grade]
+    crag_action: Label
+    knowledge: list[Strip]  # what generation may use
+    web_available: bool
+    web_searched: bool
+    unsupported_claims: list[str]
+    groundedness: float
+    grounded: bool
+    answer_relevance: float
+    answer_useful: bool
+    feedback: str  # what the answer grade said was missing; feeds the rewrite
+    retrieval_rounds: int
+    generations: int  # generations on the current evidence; reset when the evidence changes
+    review: dict[str, Any]  # what a person decided in human_review

@@ -1,0 +1,120 @@
+"""Every branch of every routing function."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.graph import END
+
+from selfcrag import routing
+from selfcrag.context import Context
+
+S = Context(max_retrieval_rounds=3, max_generations=2, max_llm_calls=10)
+STRIP = {"id": "a#0", "doc_id": "a", "title": "A", "source": "a.md", "text": "t", "score": 0.9}
+
+
+def state(**kw):
+    base = {"question": "q", "retrieval_rounds": 1, "generations": 1, "llm_calls": 0, "web_available": False}
+    return base | kw
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"crag_action": "correct"}, "refine"),
+        ({"crag_action": "ambiguous"}, "refine"),
+        ({"crag_action": "incorrect", "web_available": True}, "rewrite_query"),  # rewrite for web
+        ({"crag_action": "incorrect"}, "rewrite_query"),  # no web: new retrieval round
+        ({"crag_action": "incorrect", "retrieval_rounds": 3}, "finalize"),  # out of rounds
+        ({"crag_action": "incorrect", "llm_calls": 10}, "finalize"),  # out of budget
+        ({"crag_action": "incorrect", "retrieval_rounds": 3, "web_available": True}, "rewrite_query"),
+        ({"crag_action": "incorrect", "retrieval_rounds": 3, "web_available": True, "web_searched": True}, "finalize"),
+    ],
+)
+def test_after_grading(kw, expected):
+    assert routing.after_grading(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"crag_action": "correct", "knowledge": [STRIP]}, "generate"),
+        ({"crag_action": "ambiguous", "knowledge": [STRIP]}, "generate"),  # no web: use what we have
+        ({"crag_action": "ambiguous", "knowledge": [STRIP], "web_available": True}, "web_search"),
+        ({"crag_action": "correct", "knowledge": [STRIP], "web_available": True}, "generate"),
+        ({"crag_action": "correct", "knowledge": [], "web_available": True}, "web_search"),
+        ({"crag_action": "correct", "knowledge": []}, "rewrite_query"),
+        ({"crag_action": "correct", "knowledge": [], "retrieval_rounds": 3}, "finalize"),
+    ],
+)
+def test_after_refine(kw, expected):
+    assert routing.after_refine(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"crag_action": "incorrect", "web_available": True}, "web_search"),
+        ({"crag_action": "incorrect", "web_available": True, "web_searched": True}, "retrieve"),
+        ({"crag_action": "incorrect"}, "retrieve"),
+        ({"crag_action": "correct", "web_available": True}, "retrieve"),  # a failed answer grade: new round
+    ],
+)
+def test_after_rewrite(kw, expected):
+    assert routing.after_rewrite(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"knowledge": [STRIP]}, "generate"),
+        ({"knowledge": []}, "rewrite_query"),
+        ({"knowledge": [], "retrieval_rounds": 3}, "finalize"),
+    ],
+)
+def test_after_web_search(kw, expected):
+    assert routing.after_web_search(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"answer": "x [doc_1]"}, "check_hallucination"),
+        ({"answer": ""}, "rewrite_query"),
+        ({"answer": "", "retrieval_rounds": 3}, "finalize"),
+        ({"answer": "", "llm_calls": 10}, "finalize"),
+    ],
+)
+def test_after_generate(kw, expected):
+    assert routing.after_generate(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"grounded": True}, "grade_answer"),
+        ({"grounded": False, "generations": 1}, "generate"),
+        ({"grounded": False, "generations": 2}, "grade_answer"),  # out of generations
+        ({"grounded": False, "generations": 1, "llm_calls": 10}, "grade_answer"),  # out of budget
+    ],
+)
+def test_after_hallucination_check(kw, expected):
+    assert routing.after_hallucination_check(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"answer_useful": True}, "finalize"),
+        ({"answer_useful": False}, "rewrite_query"),
+        ({"answer_useful": False, "retrieval_rounds": 3}, "finalize"),
+        ({"answer_useful": False, "llm_calls": 10}, "finalize"),
+    ],
+)
+def test_after_answer_grade(kw, expected):
+    assert routing.after_answer_grade(state(**kw), S) == expected
+
+
+def test_after_finalize():
+    assert routing.after_finalize(state(decision="human_review"), S) == "human_review"
+    for decision in ("answer", "answer_with_caveat", "abstain"):
+        assert routing.after_finalize(state(decision=decision), S) == END
