@@ -2,7 +2,7 @@
 
     prepare -> retrieve -> grade_documents --correct/ambiguous--> refine --ambiguous--> web_search -> generate
                                            --incorrect---------> rewrite_query --web--> web_search -> generate
-                                                                               --kb---> retrieve
+                                                                               --kb---> retrieve (repeat: finalize)
     generate -> check_hallucination --not grounded, generations left--> generate
                                     --otherwise--> grade_answer --not useful, rounds left--> rewrite_query
                                                                 --otherwise--> finalize
@@ -65,7 +65,7 @@ def build_graph(components: Components | None = None, **compile_kwargs: Any):  #
     branch = graph.add_conditional_edges  # every other edge is a decision taken in routing.py
     branch("grade_documents", _route(routing.after_grading), ["refine", "rewrite_query", "finalize"])
     branch("refine", _route(routing.after_refine), ["web_search", "generate", "rewrite_query", "finalize"])
-    branch("rewrite_query", _route(routing.after_rewrite), ["web_search", "retrieve"])
+    branch("rewrite_query", _route(routing.after_rewrite), ["web_search", "retrieve", "finalize"])
     branch("web_search", _route(routing.after_web_search), ["generate", "rewrite_query", "finalize"])
     branch("generate", _route(routing.after_generate), ["check_hallucination", "rewrite_query", "finalize"])
     branch("check_hallucination", _route(routing.after_hallucination_check), ["generate", "grade_answer"])

@@ -54,8 +54,16 @@ def after_refine(state: State, settings: Context) -> str:
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
+def repeats_a_query(state: State) -> bool:
+    """The rewrite found nothing new: retrieving the same query again would return the same passages."""
+    tried = {" ".join(q.lower().split()) for q in state.get("queries") or []}
+    return " ".join((state.get("query") or "").lower().split()) in tried
+
+
 def after_rewrite(state: State, settings: Context) -> str:
-    return "web_search" if rewrite_for_web(state) else "retrieve"
+    if rewrite_for_web(state):
+        return "web_search"
+    return "finalize" if repeats_a_query(state) else "retrieve"
 
 
 def after_web_search(state: State, settings: Context) -> str:

@@ -59,6 +59,7 @@ class OutputState(TypedDict, total=False):
 class State(InputState, OutputState, total=False):
     query: str  # the current retrieval query (the question, then rewrites)
     web_query: str
+    queries: list[str]  # every query retrieved with so far: a rewrite that repeats one ends the search
     documents: list[Passage]  # retrieved this round
     grades: list[Grade]
     crag_action: Label

@@ -105,7 +105,7 @@ def test_irrelevant_retrieval_stops_after_max_rounds():
     assert result["decision"] == "abstain"
     assert result["answer"].startswith("I don't know")
     assert nodes_of(result)[-1] == "finalize"
-    assert "no relevant passage" in result["trace"][-1]["reason"]
+    assert "no retrieved passage mentions: q" in result["trace"][-1]["reason"]
 
 
 def test_ungrounded_answer_regenerates_with_feedback_then_stops():

@@ -315,6 +315,29 @@ def test_open_index_is_cached_and_index_for_picks_the_source(index: HybridIndex,
     assert all(p["source"].startswith("sample_kb/") for p in sample.retrieve("refund", ctx()))
 
 
+def test_sample_index_is_built_once_then_loaded_from_the_cache(tmp_path: Path, monkeypatch) -> None:
+    from selfcrag.components import retrieval
+
+    monkeypatch.setenv("SELFCRAG_CACHE_DIR", str(tmp_path))
+    embedder = BowEmbedder("test/bow-cache")
+    built = sample_index(embedder)
+    [cached] = list(tmp_path.iterdir())
+    assert (cached / "manifest.json").exists() and not list(tmp_path.glob("*.tmp"))
+
+    monkeypatch.setattr(retrieval, "_cache", {})  # a new process: nothing in memory
+    monkeypatch.setattr(HybridIndex, "build", lambda *a, **k: pytest.fail("the cached index should be loaded"))
+    loaded = sample_index(embedder)
+    assert loaded is not built and loaded.documents == built.documents
+    assert [p["id"] for p in loaded.retrieve("refund", ctx())] == [p["id"] for p in built.retrieve("refund", ctx())]
+
+
+def test_sample_index_works_when_the_cache_cannot_be_written(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SELFCRAG_CACHE_DIR", str(blocker))
+    assert sample_index(BowEmbedder("test/bow-readonly")).retrieve("refund", ctx())
+
+
 def test_import_loads_no_model_or_index() -> None:
     code = "import sys, selfcrag.components.retrieval; print(sorted({'faiss', 'onnxruntime'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

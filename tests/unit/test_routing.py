@@ -57,6 +57,8 @@ def test_after_refine(kw, expected):
         ({"crag_action": "incorrect", "web_available": True, "web_searched": True}, "retrieve"),
         ({"crag_action": "incorrect"}, "retrieve"),
         ({"crag_action": "correct", "web_available": True}, "retrieve"),  # a failed answer grade: new round
+        ({"query": "ship antarctica", "queries": ["Ship  Antarctica"]}, "finalize"),  # nothing new to retrieve
+        ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica?"]}, "retrieve"),
     ],
 )
 def test_after_rewrite(kw, expected):

@@ -8,8 +8,11 @@ import time: faiss and the embedding model load on first use.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -410,13 +413,38 @@ def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> Hybri
     return _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
 
 
+def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Path:
+    """Where the built sample index is kept between runs: keyed by its text and embedder, so an edited
+    sample or another model never loads a stale index. `SELFCRAG_CACHE_DIR` moves it."""
+    digest = hashlib.sha256(_name(embedder).encode())
+    for doc in documents:
+        digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
+    root = os.environ.get("SELFCRAG_CACHE_DIR") or Path.home() / ".cache" / "selfcrag"
+    return Path(root) / f"sample-{digest.hexdigest()[:16]}"
+
+
 def sample_index(embedder: Embedder | None = None) -> HybridIndex:
-    """The bundled sample knowledge base (selfcrag/data/sample_kb), built once per process."""
+    """The bundled sample knowledge base (selfcrag/data/sample_kb): built on first use, then loaded from the
+    user's cache (seconds saved on every CLI call); built in memory when the cache cannot be written."""
     embedder = _embedder_or_default(embedder)
 
     def build() -> HybridIndex:
         with resources.as_file(resources.files("selfcrag") / "data" / "sample_kb") as folder:
-            return HybridIndex.build(chunk_documents(load_documents([folder])), embedder)
+            documents = load_documents([folder])
+        cache = _sample_cache_dir(documents, embedder)
+        if (cache / MANIFEST).exists():
+            try:
+                return HybridIndex.load(cache, embedder)
+            except (IngestError, OSError, ValueError):
+                pass  # a damaged cache is rebuilt below
+        index = HybridIndex.build(chunk_documents(documents), embedder)
+        staging = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")  # two first runs at once must not mix files
+        try:
+            index.save(staging)
+            staging.rename(cache)
+        except OSError:  # read-only home, or another process won the rename: the index in memory still works
+            shutil.rmtree(staging, ignore_errors=True)
+        return index
 
     return _cached(("<sample>", _name(embedder)), build)
 

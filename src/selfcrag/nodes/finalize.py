@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
+from selfcrag.components.offline_grading import coverage, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
@@ -23,8 +24,18 @@ def missing_evidence(state: State) -> str:
     if state.get("unsupported_claims"):
         return "support for: " + "; ".join(state["unsupported_claims"][:2])
     if not state.get("knowledge"):
-        return "no relevant passage was found for: " + state.get("question", "")
+        terms = question_terms(state.get("question", ""))
+        passages = "\n".join(p["title"] + "\n" + p["text"] for p in state.get("documents") or [])
+        _, absent = coverage(terms, passages)
+        if passages and absent:
+            return "no retrieved passage mentions: " + ", ".join(absent)
+        return "no passage in the knowledge base is about: " + ", ".join(terms.values())
     return ""
+
+
+# An answer whose relevance falls short of the usefulness threshold by at most this much may still be given,
+# with a caveat; further below it answers a different question (picked on the sample KB and SQuAD dev sample).
+CAVEAT_BAND = 0.1
 
 
 def make(components: Components):  # noqa: ANN201
@@ -35,11 +46,15 @@ def make(components: Components):  # noqa: ANN201
         # An answer that failed the hallucination check after every regeneration is never shown as an answer.
         draft = (state.get("answer") or "") if state.get("grounded") else ""
         update: dict[str, Any] = {"scores": scores, "confidence": value}
-        if draft and value >= settings.answer_confidence:
+        relevant = scores["answer_relevance"] >= settings.answer_relevance_threshold - CAVEAT_BAND
+        if draft and state.get("answer_useful") and value >= settings.answer_confidence:
             decision, reason = "answer", f"confidence {value:.2f} >= {settings.answer_confidence}"
-        elif draft and value >= settings.caveat_confidence:
+        elif draft and relevant and value >= settings.caveat_confidence:
             decision, reason = "answer_with_caveat", f"confidence {value:.2f}; weakest signal: {weakest}"
-            update["answer"] = f"{draft}\n\n" + messages.caveat([f"{weakest} {scores[weakest]:.2f}"])  # type: ignore[literal-required]
+            reasons = [f"{weakest.replace('_', ' ')} {scores[weakest]:.2f}"]  # type: ignore[literal-required]
+            if state.get("feedback"):  # the answer grader's words: what the answer leaves out
+                reasons.append(state["feedback"])
+            update["answer"] = f"{draft}\n\n" + messages.caveat(reasons)
         elif state.get("answer") and settings.human_review:
             decision, reason = "human_review", f"confidence {value:.2f} below the caveat band or answer ungrounded"
         else:

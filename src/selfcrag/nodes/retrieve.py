@@ -20,6 +20,7 @@ def make(components: Components):  # noqa: ANN201
         return {
             "documents": passages,
             "retrieval_rounds": rounds,
+            "queries": [*(state.get("queries") or []), query],
             "generations": 0,  # new evidence: the generation budget starts again
             "trace": [
                 {

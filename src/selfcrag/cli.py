@@ -1,0 +1,125 @@
+"""`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--json] [--trace]`.
+
+Bad input (an empty question, a missing index, an unreadable file) ends with one line on stderr and a
+non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+EXIT_USAGE = 2
+EXIT_ERROR = 1
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line."""
+
+
+def _progress(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\rembedding [{'#' * filled}{'.' * (width - filled)}] {done}/{total} chunks")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from selfcrag.components.embeddings import default_embedder
+    from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
+
+    started = time.perf_counter()
+    documents = load_documents(args.paths)
+    chunks = chunk_documents(documents)
+    index = HybridIndex.build(chunks, default_embedder(), on_progress=_progress if sys.stderr.isatty() else None)
+    index.save(args.index)
+    seconds = time.perf_counter() - started
+    print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    question = (args.question or "").strip()
+    if not question:
+        raise CliError("the question is empty")
+    from selfcrag import Context, graph
+    from selfcrag.components.retrieval import open_index
+
+    context = Context.from_env(index_dir=args.index)
+    if args.index:
+        open_index(args.index)  # fail fast, with the loader's one-line message, before the run starts
+    result = graph.invoke({"question": question}, context=context)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(render(result, show_trace=args.trace))
+    return 0
+
+
+def render(result: dict[str, Any], show_trace: bool = False) -> str:
+    lines = [result.get("answer", ""), ""]
+    citations = result.get("citations") or []
+    if citations:
+        lines.append("Sources:")
+        for c in citations:
+            lines.append(f"  [{c['ref']}] {c['title']} ({c['source']}): \"{c['quote']}\"")
+        lines.append("")
+    scores = result.get("scores") or {}
+    lines.append(f"Decision: {result.get('decision')}   Confidence: {result.get('confidence', 0.0):.2f}")
+    lines.append(
+        "Scores: " + " · ".join(f"{name.replace('_', ' ')} {value:.2f}" for name, value in scores.items())
+        + f"   Model calls: {result.get('llm_calls', 0)}"
+    )
+    if show_trace:
+        lines += ["", "Trace:"]
+        for n, step in enumerate(result.get("trace") or [], 1):
+            lines.append(f"  {n:>2}. {step.get('node', '?'):<20} {step.get('decision', '')}: {step.get('reason', '')}")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="selfcrag", description="Self-corrective RAG on LangGraph.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    ingest = sub.add_parser("ingest", help="build an index from folders, .md/.txt files or a JSONL corpus")
+    ingest.add_argument("paths", nargs="+", help="folders, .md/.txt/.pdf files, or .jsonl with id/title/text")
+    ingest.add_argument("--index", required=True, help="directory to write the index to")
+    ingest.set_defaults(run=cmd_ingest)
+
+    ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")
+    ask.add_argument("question")
+    ask.add_argument("--index", default="", help="index directory from `selfcrag ingest`")
+    ask.add_argument("--json", action="store_true", help="print the whole output as one JSON object")
+    ask.add_argument("--trace", action="store_true", help="show the path the graph took and why")
+    ask.set_defaults(run=cmd_ask)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from selfcrag.components.embeddings import EmbeddingModelError
+    from selfcrag.components.retrieval import IngestError
+
+    try:
+        return int(args.run(args))
+    except BrokenPipeError:  # `selfcrag ask ... | head -1`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except CliError as exc:
+        print(f"selfcrag: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (IngestError, EmbeddingModelError, ValueError, OSError) as exc:
+        print(f"selfcrag: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

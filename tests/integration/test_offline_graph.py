@@ -1,0 +1,68 @@
+"""The whole graph, offline, on the bundled sample knowledge base: real embeddings, index and components."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selfcrag import Context, ask
+
+QUESTIONS = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "sample_questions.jsonl")
+             .read_text(encoding="utf-8").splitlines() if line.strip()]
+ANSWERABLE = [q for q in QUESTIONS if q["answerable"]]
+UNANSWERABLE = [q for q in QUESTIONS if not q["answerable"]]
+
+
+def test_readme_question_is_answered_with_the_returns_policy_cited():
+    result = ask("How many days do I have to return an item?")
+    assert result["decision"] in ("answer", "answer_with_caveat")
+    assert "30" in result["answer"]
+    assert result["citations"], "an answer must cite its evidence"
+    assert any("return" in c["doc_id"] for c in result["citations"])
+    assert result["llm_calls"] == 0
+    for c in result["citations"]:
+        assert f"[{c['ref']}]" in result["answer"]
+        assert set(c) >= {"doc_id", "title", "source", "quote"}
+    assert set(result["scores"]) == {"context_relevance", "groundedness", "answer_relevance"}
+    assert [s["node"] for s in result["trace"]][:3] == ["prepare", "retrieve", "grade_documents"]
+
+
+def test_unanswerable_question_abstains_with_what_was_missing_and_no_model_call():
+    result = ask("Do you ship to Antarctica?")
+    assert result["decision"] == "abstain"
+    assert result["answer"].startswith("I don't know")
+    assert result["missing"]
+    assert result["citations"] == []
+    assert result["llm_calls"] == 0
+
+
+def test_identifier_lookup_finds_the_error_code_document():
+    result = ask("What does error E1042 mean?")
+    assert result["decision"] in ("answer", "answer_with_caveat")
+    assert any("E1042" in c["quote"] or "error" in c["doc_id"] for c in result["citations"])
+
+
+def test_sample_question_set_hit_and_abstention_rates():
+    """Most answerable questions cite the right document; most unanswerable ones abstain."""
+    hits = 0
+    for q in ANSWERABLE:
+        result = ask(q["question"])
+        cited = {c["doc_id"].rsplit("/", 1)[-1] for c in result["citations"]}
+        if result["decision"] != "abstain" and q["doc_id"] in cited:
+            hits += 1
+    abstained = sum(ask(q["question"])["decision"] == "abstain" for q in UNANSWERABLE)
+    assert hits >= 0.8 * len(ANSWERABLE), f"{hits}/{len(ANSWERABLE)} answerable questions cited the right doc"
+    assert abstained >= 0.7 * len(UNANSWERABLE), f"{abstained}/{len(UNANSWERABLE)} unanswerable abstained"
+
+
+def test_settings_change_the_run():
+    result = ask("Do you ship to Antarctica?", context=Context(max_retrieval_rounds=1))
+    assert sum(1 for s in result["trace"] if s["node"] == "retrieve") == 1
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_empty_question_raises(question):
+    with pytest.raises(ValueError, match="empty"):
+        ask(question)
