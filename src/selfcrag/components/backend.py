@@ -79,15 +79,15 @@ def offline_components(
     from selfcrag.components.rewrite import KeywordRewriter
     from selfcrag.components.web_search import TavilyWebSearch
 
-    embedder = embedder or LazyEmbedder()
+    shared: Embedder = embedder or LazyEmbedder()
     return Components(
-        relevance=OfflineRelevanceGrader(embedder),
-        refiner=StripRefiner(embedder),
-        generator=ExtractiveGenerator(embedder),
-        groundedness=OfflineGroundednessChecker(embedder),
-        answer_grader=OfflineAnswerGrader(embedder),
+        relevance=OfflineRelevanceGrader(shared),
+        refiner=StripRefiner(shared),
+        generator=ExtractiveGenerator(shared),
+        groundedness=OfflineGroundednessChecker(shared),
+        answer_grader=OfflineAnswerGrader(shared),
         rewriter=KeywordRewriter(),
         web=web or TavilyWebSearch(),
         retriever=retriever,
-        embedder=embedder,
+        embedder=shared,
     )

@@ -158,7 +158,8 @@ class WebSearch(Protocol):
 class Embedder(Protocol):
     """Sentence embeddings, L2-normalised, so a dot product is the cosine similarity."""
 
-    name: str  # identifies the model/runtime; an index records it
+    @property
+    def name(self) -> str: ...  # identifies the model/runtime; an index records it
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...  # shape (n, dim), float32
 

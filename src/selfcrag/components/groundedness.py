@@ -76,8 +76,7 @@ class OfflineGroundednessChecker:
         evidence_text = "\n".join(texts)
         evidence = [e for text in texts for e in split_sentences(text)]
         if not evidence:
-            flags = rule_flags(answer, "")
-            return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=flags)
+            return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""))
 
         whole = _normalised(evidence_text)
         vectors = embed(self.embedder, [*sentences, *evidence])
