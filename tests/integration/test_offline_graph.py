@@ -49,7 +49,7 @@ def test_sample_question_set_hit_and_abstention_rates():
     hits = 0
     for q in ANSWERABLE:
         result = ask(q["question"])
-        cited = {c["doc_id"].rsplit("/", 1)[-1] for c in result["citations"]}
+        cited = {c["doc_id"] for c in result["citations"]}  # exact: zh/returns_policy is not returns_policy
         if result["decision"] != "abstain" and q["doc_id"] in cited:
             hits += 1
     abstained = sum(ask(q["question"])["decision"] == "abstain" for q in UNANSWERABLE)

@@ -284,6 +284,42 @@ def test_loading_with_another_embedder_names_both(index: HybridIndex, tmp_path: 
         HybridIndex.load(tmp_path / "idx", BowEmbedder("other/model"))
 
 
+def test_an_index_records_its_keyword_tokenizer_and_refuses_another(index: HybridIndex, tmp_path: Path) -> None:
+    from selfcrag.components.text import TOKENIZER
+
+    index.save(tmp_path / "idx")
+    manifest_path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["tokenizer"] == TOKENIZER
+    del manifest["tokenizer"]  # an index from before Chinese was cut into pairs
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IngestError, match=r"built with keyword tokenizer 'words/1' but the current keyword tokenizer"):
+        HybridIndex.load(tmp_path / "idx", BowEmbedder())
+
+
+def test_chinese_chunks_are_kept_whole_and_found_by_their_words() -> None:
+    docs = [SourceDocument("zh", "退货", "zh.md", "大多数商品的退货期限为 30 天。电子产品为 15 天。")]
+    [chunk] = chunk_documents(docs)
+    assert chunk.text == "大多数商品的退货期限为 30 天。电子产品为 15 天。"  # no space added between sentences
+    index = HybridIndex.build(kb_chunks() + [chunk], BowEmbedder())
+    assert index.retrieve("退货期限是多少天？", ctx())[0]["doc_id"] == "zh"
+
+
+class EnglishOnlyBow(BowEmbedder):
+    languages = frozenset({"en"})
+
+
+def test_a_query_the_embedder_cannot_read_is_scored_by_its_terms() -> None:
+    extra = {"zh_refunds": "退款会在检查通过后 5 到 7 个工作日内到账。", "zh_garden": "番茄需要充足的阳光。"}
+    index = HybridIndex.build(kb_chunks(extra), EnglishOnlyBow())
+    index.embedder = EnglishOnlyBow()
+    passages = index.retrieve("退款多久到账？", ctx(min_similarity=0.0))
+    # Only chunks sharing a query term pass: a vector of [UNK]s says nothing, even with the gate wide open.
+    assert [p["doc_id"] for p in passages] == ["zh_refunds"]
+    assert passages[0]["score"] == pytest.approx(1.0)  # every query term found, and the best BM25 match
+    assert [p["doc_id"] for p in index.retrieve("E1042 是什么意思？", ctx())] == ["errors"]
+
+
 def test_missing_or_incomplete_index_says_how_to_build_one(index: HybridIndex, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(IngestError) as err:

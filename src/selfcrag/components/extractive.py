@@ -10,20 +10,21 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from selfcrag.components.base import Citation, Draft, Embedder, Strip
+from selfcrag.components.base import Citation, Draft, Embedder, Strip, Turn
+from selfcrag.components.embeddings import for_run
 from selfcrag.components.offline_grading import (
-    TYPE_MISSING,
     answer_type,
     coverage,
     embed,
-    fold,
     has_answer_type,
+    key_terms,
     question_terms,
-    scaled,
+    similarity_or_stand_in,
     strip_citations,
-    term,
 )
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, split_sentences, words
+from selfcrag.components.text import split_sentences, words
+from selfcrag.language import language_of
+from selfcrag.prompts import messages
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -37,21 +38,7 @@ SECOND_MARGIN = 0.15  # a second sentence must score within this of the first ..
 
 def normalise(sentence: str) -> str:
     """For comparing sentences: no citation markers, case, spacing or final punctuation."""
-    return " ".join(strip_citations(sentence).lower().split()).rstrip(".!?;: ")
-
-
-def key_terms(question: str) -> dict[str, str]:
-    """Terms the evidence must contain for any answer: identifiers (E1042), numbers, and names capitalised
-    mid-question (Antarctica, CEO). An on-topic passage without them answers a different question."""
-    key: dict[str, str] = {}
-    tokens = re.findall(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*", fold(question))
-    for position, token in enumerate(tokens):
-        lowered = token.lower()
-        identifier = any(c.isdigit() for c in token) or "_" in token
-        name = position > 0 and token[0].isupper()
-        if (identifier or name) and len(lowered) > 1 and lowered not in STOPWORDS and lowered not in QUESTION_WORDS:
-            key.setdefault(term(lowered), lowered)
-    return key
+    return " ".join(strip_citations(sentence).lower().split()).rstrip(".!?;: 。！？；：")
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
@@ -75,7 +62,9 @@ class ExtractiveGenerator:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def candidates(self, question: str, strips: list[Strip], avoid: list[str] | None = None) -> list[Candidate]:
+    def candidates(
+        self, question: str, strips: list[Strip], avoid: list[str] | None = None, settings: Context | None = None
+    ) -> list[Candidate]:
         """Every distinct evidence sentence, scored as an answer to the question, best first."""
         skip = {normalise(a) for a in avoid or []}
         pool: list[tuple[str, Strip]] = []
@@ -89,41 +78,54 @@ class ExtractiveGenerator:
                     pool.append((sentence, strip))
         if not pool:
             return []
-        terms, kind = question_terms(question), answer_type(question)
-        vectors = embed(self.embedder, [question, *[sentence for sentence, _ in pool]])
+        terms, kind, language = question_terms(question), answer_type(question), language_of(question)
+        embedder = for_run(self.embedder, settings) if settings else self.embedder
+        vectors = embed(embedder, [question, *[sentence for sentence, _ in pool]])
         sims = vectors[1:] @ vectors[0]
         out = []
         for (sentence, strip), sim in zip(pool, sims, strict=True):
             covered, missing = coverage(terms, sentence)
             typed = has_answer_type(kind, sentence, question)
+            signal = similarity_or_stand_in(embedder, question, float(sim), sentence, strip["title"])
             if kind == "generic":  # nothing to type-check: coverage and similarity share the weight
-                score = 0.5 * covered + 0.5 * scaled(float(sim))
+                score = 0.5 * covered + 0.5 * signal
             else:
-                score = (WEIGHTS["coverage"] * covered + WEIGHTS["similarity"] * scaled(float(sim))
-                         + WEIGHTS["type"] * typed)
+                score = WEIGHTS["coverage"] * covered + WEIGHTS["similarity"] * signal + WEIGHTS["type"] * typed
             out.append(Candidate(sentence, strip, round(score, 4), typed, missing))
-        return sorted(out, key=lambda c: -c.score)  # stable: ties keep evidence order
+        ranked = sorted(out, key=lambda c: -c.score)  # stable: ties keep evidence order
+        # The answer quotes evidence in the question's language when some supports an answer (the sample has its
+        # error codes in English and Chinese); other languages only when none does.
+        same = [c for c in ranked if language_of(c.sentence) == language]
+        return same if same and same[0].score >= MIN_SUPPORT else ranked
 
-    def generate(self, question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None) -> Draft:
+    def generate(
+        self,
+        question: str,
+        strips: list[Strip],
+        settings: Context,
+        avoid: list[str] | None = None,
+        history: list[Turn] | None = None,  # unused: a quoted sentence does not change with the conversation
+    ) -> Draft:
         evidence = "\n".join(s["text"] for s in strips)
-        terms = question_terms(question)
+        terms, language = question_terms(question), language_of(question)
         _, absent = coverage(terms, evidence)
         _, absent_keys = coverage(key_terms(question), evidence)
         if not strips or absent_keys:
             named = absent_keys or absent or list(terms.values())
-            return Draft(answer="", citations=[], missing="no passage mentions: " + ", ".join(named))
-        ranked = self.candidates(question, strips, avoid)
+            missing = messages.phrase("not_mentioned", language, messages.listing(named, language))
+            return Draft(answer="", citations=[], missing=missing)
+        ranked = self.candidates(question, strips, avoid, settings)
         if not ranked:
-            return Draft(answer="", citations=[], missing="every supporting sentence was unsupported before")
+            return Draft(answer="", citations=[], missing=messages.phrase("all_unsupported", language))
         best = ranked[0]
         if best.score < MIN_SUPPORT:
             kind = answer_type(question)
             if absent:
-                missing = "no passage mentions: " + ", ".join(absent)
-            elif TYPE_MISSING[kind] and not any(c.typed for c in ranked):
-                missing = f"{TYPE_MISSING[kind]} in the evidence"
+                missing = messages.phrase("not_mentioned", language, messages.listing(absent, language))
+            elif messages.answer_type(kind) and not any(c.typed for c in ranked):
+                missing = messages.phrase("type_not_in_evidence", language, messages.answer_type(kind, language))
             else:
-                missing = "no passage answers: " + question.strip()
+                missing = messages.phrase("not_answered", language, question.strip())
             return Draft(answer="", citations=[], missing=missing)
 
         chosen = [best]

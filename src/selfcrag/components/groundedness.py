@@ -3,6 +3,7 @@
 A sentence is supported when it is (nearly) copied from the evidence, or when its closest evidence sentence
 is both semantically similar and shares most of its content words. The rule checks (numbers, names,
 absolute words) then catch the small edits embeddings do not see, such as "30 days" -> "45 days".
+When the embedder cannot read the answer's language (Chinese for MiniLM), word overlap alone decides.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.components.base import Embedder, GroundednessCheck, Strip
-from selfcrag.components.offline_grading import embed, strip_citations, terms_of
+from selfcrag.components.embeddings import for_run, reads
+from selfcrag.components.offline_grading import embed, fold, strip_citations, terms_of
 from selfcrag.components.text import split_sentences, words
+from selfcrag.language import CJK
 from selfcrag.quality.rules import rule_flags
 
 if TYPE_CHECKING:
@@ -33,26 +36,32 @@ FLAG_PENALTY = 0.25  # per rule finding: one wrong number should sink an otherwi
 _NEGATION = re.compile(
     r"\b(?:not|no(?! matter| later| longer than| more than)|never|cannot|none|nothing|without)\b|n't\b", re.I
 )
+# Chinese negators, except inside words that negate nothing: 不同 (different), 不过 (but), 无论 (no matter) ...
+_NEGATION_ZH = re.compile("不(?![同过少久仅论管断但错如足])|没|无(?!论)|未|非(?!常)|别|勿")
 
 
 _GLUED = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
 
 
 def _normalised(text: str) -> str:
-    """Lower-case letters and digits only: a copied sentence still matches after punctuation or case changes."""
-    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+    """Lower-case letters, digits and Chinese characters only: a copied sentence still matches after punctuation,
+    case or full-width changes."""
+    return " " + " ".join(re.findall(f"[a-z0-9]+|[{CJK}]", fold(text).lower())) + " "
 
 
 def _negated(text: str) -> bool:
-    return bool(_NEGATION.search(text))
+    return bool(_NEGATION.search(text) or _NEGATION_ZH.search(text))
 
 
-def _supported(sentence: str, own: set[str], sims: np.ndarray, evidence: list[str],
+def _supported(sentence: str, own: set[str], sims: np.ndarray | None, evidence: list[str],
                evidence_words: list[set[str]], all_words: set[str]) -> bool:
-    """A sentence that is not copied: supported if it paraphrases the evidence without adding to it."""
-    best = int(np.argmax(sims))
+    """A sentence that is not copied: supported if it paraphrases the evidence without adding to it. Without
+    similarities (`sims` None: the embedder cannot read the text) the closest sentence is the one sharing the
+    most words, and the overlap stands in for the similarity."""
+    overlaps = [len(own & words_) / len(own) for words_ in evidence_words]
+    best = int(np.argmax(sims)) if sims is not None else int(np.argmax(overlaps))
     # Overlap with the closest sentence, and with the evidence as a whole (answers may combine two).
-    local = len(own & evidence_words[best]) / len(own)
+    local = overlaps[best]
     overall = len(own & all_words) / len(own)
     if local >= NEGATION_OVERLAP and _negated(sentence) != _negated(evidence[best]):
         return False  # "can be returned" vs "cannot be returned": same words, opposite claim
@@ -60,7 +69,8 @@ def _supported(sentence: str, own: set[str], sims: np.ndarray, evidence: list[st
         return False  # too much the evidence never says
     if local >= VERBATIM_OVERLAP:
         return True
-    return SIM_WEIGHT * float(sims[best]) + (1 - SIM_WEIGHT) * max(local, overall) >= SUPPORT_BAR
+    similarity = float(sims[best]) if sims is not None else max(local, overall)
+    return SIM_WEIGHT * similarity + (1 - SIM_WEIGHT) * max(local, overall) >= SUPPORT_BAR
 
 
 class OfflineGroundednessChecker:
@@ -79,7 +89,8 @@ class OfflineGroundednessChecker:
             return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""))
 
         whole = _normalised(evidence_text)
-        vectors = embed(self.embedder, [*sentences, *evidence])
+        embedder = for_run(self.embedder, settings)
+        vectors = embed(embedder, [*sentences, *evidence])
         sims = vectors[: len(sentences)] @ vectors[len(sentences) :].T
         evidence_words = [terms_of(e) for e in evidence]
         all_words = set().union(*evidence_words)
@@ -95,7 +106,8 @@ class OfflineGroundednessChecker:
                 continue
             if not own or _normalised(sentence) in whole:
                 continue  # copied from the evidence (or no content to check)
-            if not _supported(sentence, own, sims[i], evidence, evidence_words, all_words):
+            similar = sims[i] if reads(embedder, sentence) else None
+            if not _supported(sentence, own, similar, evidence, evidence_words, all_words):
                 unsupported.append(sentence)
 
         supported_share = 1 - len(unsupported) / len(sentences)

@@ -2,10 +2,11 @@
 
 Both mix two cheap signals: embedding similarity (catches paraphrases) and coverage of the question's
 content words (catches a passage that is on-topic but lacks the one term the question is about, such as an
-error code or a place). The helpers here (term coverage, expected answer type, a shared embedding cache)
-are reused by the refiner, the extractive generator and the groundedness checker.
-Constants were picked on the SQuAD 2.0 dev sample, HaluEval and the bundled sample questions
-(benchmarks/offline_components_check.py).
+error code or a place). For a question in a language the embedder cannot read (Chinese for the local MiniLM),
+the similarity is noise and `topic_signal` stands in for it. The helpers here (term
+coverage, expected answer type, a shared embedding cache) are reused by the refiner, the extractive generator
+and the groundedness checker. Constants were picked on the SQuAD 2.0 dev sample, HaluEval and the bundled
+sample questions (benchmarks/offline_components_check.py, benchmarks/bilingual_sample.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,20 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from selfcrag.components.base import AnswerGrade, Embedder, Grade, Grading, Label, Passage
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, numbers, split_sentences, stem, words
-from selfcrag.quality.rules import names
+from selfcrag.components.embeddings import for_run, reads
+from selfcrag.components.text import (
+    LIGHT_VERBS_ZH,
+    QUESTION_WORDS,
+    STOPWORDS,
+    normalise,
+    numbers,
+    split_sentences,
+    stem,
+    words,
+)
+from selfcrag.language import has_cjk, language_of
+from selfcrag.prompts import messages
+from selfcrag.quality.rules import LONE_ONE, is_identifier, names
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -80,7 +93,9 @@ def scaled(similarity: float) -> float:
 
 def term(word: str) -> str:
     """A matching key for a word: text.stem plus two fixes so more inflections meet ("shipping"/"ship" and
-    "arrives"/"arrive" stem differently): no final e, no doubled final consonant."""
+    "arrives"/"arrive" stem differently): no final e, no doubled final consonant. Chinese is kept as is."""
+    if not word.isascii():
+        return word
     s = stem(word)
     if len(s) >= 4 and s.endswith("e"):
         s = s[:-1]
@@ -90,18 +105,19 @@ def term(word: str) -> str:
 
 
 def fold(text: str) -> str:
-    """ASCII letters for matching: "Möngke" and "Mongke" meet (text.words only keeps ASCII letters)."""
+    """Text for matching: accents dropped ("Möngke" and "Mongke" meet), full-width forms as ASCII, Chinese kept."""
     if text.isascii():
         return text
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return normalise("".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)))
 
 
 def terms_of(text: str) -> set[str]:
     return {term(w) for w in words(fold(text)) if w not in STOPWORDS}
 
 
-# Light verbs of questions carry no topic ("what does E1042 mean", "how do I get ...").
+# Light verbs of questions carry no topic ("what does E1042 mean", "how do I get ...", "E1042 是什么意思").
 _QUESTION_VERBS = frozenset({"mean", "get", "got", "happen", "happens", "tell", "know", "need", "want", "use"})
+_QUESTION_VERBS |= LIGHT_VERBS_ZH
 
 
 def question_terms(question: str) -> dict[str, str]:
@@ -116,13 +132,89 @@ def question_terms(question: str) -> dict[str, str]:
     return terms
 
 
+def key_terms(question: str) -> dict[str, str]:
+    """Terms the evidence must contain for any answer: identifiers (E1042), numbers, and names capitalised
+    mid-question (Antarctica, CEO). An on-topic passage without them answers a different question. Chinese
+    does not capitalise its first word, so in a Chinese question a capitalised word anywhere is a name
+    ("Ultra 会员每个月多少钱？")."""
+    key: dict[str, str] = {}
+    tokens = re.findall(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*", fold(question))
+    chinese = language_of(question) == "zh"
+    for position, token in enumerate(tokens):
+        lowered = token.lower()
+        identifier = any(c.isdigit() for c in token) or "_" in token
+        name = (position > 0 or chinese) and token[0].isupper()
+        if (identifier or name) and len(lowered) > 1 and lowered not in STOPWORDS and lowered not in QUESTION_WORDS:
+            key.setdefault(term(lowered), lowered)
+    return key
+
+
 def coverage(terms: dict[str, str], text: str) -> tuple[float, list[str]]:
-    """Share of the question terms present in `text`, and the missing ones (as asked)."""
+    """Share of the question terms present in `text`, and the missing ones (as asked).
+
+    A Chinese term is present wherever the text contains it: the text's own pairs may be cut differently ("天" in
+    "30 天内"). A Chinese word cut into pairs (客服电话号码: 客服 服电 电话 话号 号码) counts by its characters, each
+    covered when a pair holding it is present, and two characters weigh as much as one English word: pairs that
+    straddle two words (服电) then cost nothing when both words are found, and the missing part reads as asked
+    (号码), not as pairs."""
     if not terms:
         return 1.0, []
     present = terms_of(text)
-    missing = [word for key, word in terms.items() if key not in present]
-    return 1 - len(missing) / len(terms), missing
+    folded = fold(text) if any(has_cjk(key) for key in terms) else ""
+    found = {word: key in present or (has_cjk(key) and key in folded) for key, word in terms.items()}
+    units = covered = 0.0
+    missing: list[str] = []
+    for chain in _chains(list(terms.values())):
+        if len(chain) == 1:
+            units, covered = units + 1, covered + found[chain[0]]
+            missing += [] if found[chain[0]] else chain
+            continue
+        chars = chain[0] + "".join(pair[1] for pair in chain[1:])
+        hit = [False] * len(chars)
+        for i, pair in enumerate(chain):
+            if found[pair]:
+                hit[i] = hit[i + 1] = True
+        units, covered = units + len(chars) / 2, covered + sum(hit) / 2
+        spans = "".join(" " if h else c for c, h in zip(chars, hit, strict=True)).split()  # uncovered characters
+        missing += [span for span in spans if span not in STOPWORDS]  # "有" alone names nothing missing
+    return covered / units, missing
+
+
+def join_pairs(tokens: list[str]) -> list[str]:
+    """Tokens with the overlapping Chinese pairs of one run joined back into it (银行 行卡 -> 银行卡)."""
+    return [chain[0] + "".join(pair[1] for pair in chain[1:]) for chain in _chains(tokens)]
+
+
+def _chains(asked: list[str]) -> list[list[str]]:
+    """The terms in order, overlapping Chinese pairs from one run grouped (退货 货期 期限), every other alone."""
+    chains: list[list[str]] = []
+    for word in asked:
+        last = chains[-1][-1] if chains else ""
+        if len(word) == len(last) == 2 and has_cjk(word + last) and last[1] == word[0]:
+            chains[-1].append(word)
+        else:
+            chains.append([word])
+    return chains
+
+
+def similarity_or_stand_in(embedder: Embedder, question: str, similarity: float, text: str, title: str) -> float:
+    """The similarity on the [0, 1] scale of `scaled`, or its stand-in when the embedder cannot read the question
+    (MiniLM's cosine between two Chinese texts is mostly [UNK] against [UNK], whatever they say)."""
+    if reads(embedder, question):
+        return scaled(similarity)
+    stand_in = topic_signal(question, text, title)
+    return 0.0 if stand_in is None else stand_in
+
+
+def topic_signal(question: str, text: str, title: str | None) -> float | None:
+    """How well `text` keeps to the question's topic, without a similarity. A question naming an id (E2001,
+    user_123) is about that id: does the text name it? Otherwise: the question's terms in the text read with its
+    document's title, as the index embeds it — a list item such as "E3007：优惠码已过期" never repeats its
+    heading's words (错误代码). None when there is neither an id nor a title to go by."""
+    ids = {key: word for key, word in key_terms(question).items() if is_identifier(word)}
+    if ids:
+        return coverage(ids, text)[0]
+    return None if title is None else coverage(question_terms(question), f"{title}\n{text}")[0]
 
 
 # --- expected answer type ------------------------------------------------------------------------------------
@@ -157,10 +249,34 @@ _REASON = re.compile(r"\b(?:because|since|due to|so that|in order to|as a result
 _POLARITY = re.compile(r"\b(?:yes|no|not|never|cannot|can|only|must|may|will|always)\b|n't\b", re.I)
 _PLACE = re.compile(r"\b(?:in|at|from|near|inside|outside|across|throughout|within|on)\s+(?:the\s+)?([A-Z][\w'-]*)")
 
+# The same cues in Chinese. At one position the earlier cue wins: 几点 (what time) is a date, not a number,
+# and 哪里出了问题 (what went wrong) asks for no place.
+_TYPE_CUES_ZH: list[tuple[re.Pattern[str], AnswerType]] = [
+    (re.compile("什么时候|何时|哪天|哪一天|几点|几号|几月|几时|日期|时间"), "date"),
+    (re.compile("多少|几|多久|多长|多大|多高|多重|多远|多快|多贵"), "number"),
+    (re.compile("哪里出了?问题|哪里不对|哪里错|出了什么问题|怎么回事"), "generic"),
+    (re.compile("谁|哪位|什么名字|叫什么"), "person"),
+    (re.compile("哪里|哪儿|在哪|什么地方|何处"), "place"),
+    (re.compile("为什么|为何|什么原因|怎么会"), "reason"),
+    (re.compile("吗[？?]?$|是否|能不能|可不可以|有没有|是不是|会不会"), "yesno"),
+    (re.compile("什么|哪|怎么|如何"), "generic"),
+]
+_QUANTITY_NOUNS_ZH = re.compile("价格|费用|金额|运费|数量|期限|上限|限额")
+_DATE_ZH = re.compile(
+    "[0-9零一二两三四五六七八九十]+ *(?:年|月|日|号|点|小时|分钟|天|周|个月|个工作日)|周[一二三四五六日末]|"
+    "星期[一二三四五六日天]|每(?:天|日|周|月|年)|上午|下午|晚上|凌晨|中午|今天|明天|工作日"
+)
+_REASON_ZH = re.compile("因为|由于|所以|因此|原因|为了|以便|导致")
+_POLARITY_ZH = re.compile("不|没|无|非|能|可以|必须|会|只|是|否|须|允许")
+# Where something is, in a Chinese answer: after 在/到/通过 ..., a menu path (“账户 > 订单”) or a URL path.
+_PLACE_ZH = re.compile(r"(?:在|于|到|位于|前往|进入|通过|打开) *[“「《\"'`]?[^\s，。,]|>|/[A-Za-z]")
+
 
 def answer_type(question: str) -> AnswerType:
     """What kind of answer the question expects, from the wording of its (last) question sentence."""
-    asked = [s for s in split_sentences(question) if s.rstrip().endswith("?")] or [question]
+    asked = [s for s in split_sentences(question) if s.rstrip().endswith(("?", "？"))] or [question]
+    if language_of(asked[-1]) == "zh":
+        return _answer_type_zh(asked[-1].strip())
     q = asked[-1].lower()
     cues = [(m.start(), i, kind) for i, (cue, kind) in enumerate(_TYPE_CUES) if (m := cue.search(q))]
     if cues:
@@ -175,12 +291,25 @@ def answer_type(question: str) -> AnswerType:
     return "yesno" if tokens and tokens[0] in _AUXILIARIES else "generic"
 
 
+def _answer_type_zh(question: str) -> AnswerType:
+    cues = [(m.start(), i, kind) for i, (cue, kind) in enumerate(_TYPE_CUES_ZH) if (m := cue.search(question))]
+    if not cues:
+        return "generic"
+    _, _, kind = min(cues)
+    if kind == "generic" and _QUANTITY_NOUNS_ZH.search(question):
+        return "number"  # "退货期限是什么"
+    return kind
+
+
 def has_answer_type(kind: AnswerType, text: str, question: str = "") -> bool:
     """Whether `text` contains the kind of answer expected (names must not just repeat the question's)."""
-    if kind == "number":
-        return bool(numbers(text)) or "$" in text or "%" in text
+    chinese = has_cjk(text)
+    if kind == "number":  # a lone 一 is "a"/"once" (一次, 一笔) more often than the count asked for
+        return bool(numbers(LONE_ONE.sub(" ", text) if chinese else text)) or "$" in text or "%" in text
     if kind == "date":
-        return bool(_DATE.search(text))
+        return bool(_DATE.search(text)) or (chinese and bool(_DATE_ZH.search(text)))
+    if kind == "place" and chinese and _PLACE_ZH.search(text):
+        return True
     if kind in ("person", "place"):
         asked = set(words(fold(question)))
         if kind == "place":  # "in Delhi", "at Account > Orders"; or the answer is a bare name
@@ -189,21 +318,10 @@ def has_answer_type(kind: AnswerType, text: str, question: str = "") -> bool:
             found = [name for sentence in split_sentences(text) for name in names(sentence)]
         return any(set(words(fold(name))) - asked - STOPWORDS for name in found)
     if kind == "reason":
-        return bool(_REASON.search(text))
+        return bool(_REASON.search(text)) or (chinese and bool(_REASON_ZH.search(text)))
     if kind == "yesno":
-        return bool(_POLARITY.search(text))
+        return bool(_POLARITY.search(text)) or (chinese and bool(_POLARITY_ZH.search(text)))
     return True
-
-
-TYPE_MISSING = {
-    "number": "no number",
-    "date": "no date or time",
-    "person": "no name of a person or organisation",
-    "place": "no place",
-    "reason": "no reason",
-    "yesno": "no yes/no statement",
-    "generic": "",
-}
 
 
 # --- the CRAG retrieval evaluator -----------------------------------------------------------------------------
@@ -218,10 +336,12 @@ class OfflineRelevanceGrader:
     def grade(self, question: str, passages: list[Passage], settings: Context) -> Grading:
         if not passages:
             return Grading(grades=[])
+        embedder = for_run(self.embedder, settings)
         terms = question_terms(question)
+        folded_cjk = any(has_cjk(key) for key in terms)
         sentences = [split_sentences(p["text"]) or [p["text"]] for p in passages]
         flat = [s for group in sentences for s in group]
-        vectors = embed(self.embedder, [question] + [p["text"] for p in passages] + flat)
+        vectors = embed(embedder, [question] + [p["text"] for p in passages] + flat)
         q, passage_vecs, sentence_vecs = vectors[0], vectors[1 : len(passages) + 1], vectors[len(passages) + 1 :]
         grades: list[Grade] = []
         start = 0
@@ -231,18 +351,20 @@ class OfflineRelevanceGrader:
             start += n
             similarity = max(float(passage_vecs[i] @ q), best_sentence)
             covered, missing = coverage(terms, passage["title"] + "\n" + passage["text"])
-            score = RELEVANCE_SIM_WEIGHT * scaled(similarity) + (1 - RELEVANCE_SIM_WEIGHT) * covered
+            signal = similarity_or_stand_in(embedder, question, similarity, passage["text"], passage["title"])
+            score = RELEVANCE_SIM_WEIGHT * signal + (1 - RELEVANCE_SIM_WEIGHT) * covered
             label: Label = (
                 "correct" if score >= settings.upper_threshold
                 else "incorrect" if score < settings.lower_threshold
                 else "ambiguous"
             )
-            found = len(terms) - len(missing)
-            reason = f"covers {found}/{len(terms)} question terms"
+            # Chinese words count by their characters, so "n of m terms" only holds for English.
+            reason = (f"covers {round(covered * len(terms))}/{len(terms)} question terms" if not folded_cjk
+                      else f"covers {covered:.0%} of question terms")
             if missing:
                 reason += f" (missing: {', '.join(missing)})"
-            grades.append(Grade(id=passage["id"], label=label, score=round(score, 4),
-                                reason=f"{reason}; similarity {similarity:.2f}"))
+            reason += f"; similarity {similarity:.2f}" + ("" if reads(embedder, question) else " (not used)")
+            grades.append(Grade(id=passage["id"], label=label, score=round(score, 4), reason=reason))
         return Grading(grades=grades)
 
 
@@ -294,21 +416,29 @@ class OfflineAnswerGrader:
         kind = answer_type(question)
         typed = has_answer_type(kind, text, question)
         covered, missing_terms = coverage(question_terms(question), text)
-        q, a = embed(self.embedder, [question, text])
+        embedder = for_run(self.embedder, settings)
+        q, a = embed(embedder, [question, text])
         similarity = float(q @ a)
+        weights, signal = dict(ANSWER_WEIGHTS), scaled(similarity)
+        if not reads(embedder, question):
+            # No similarity and no title to read the answer with: an id the question names stands in, or else
+            # the type and coverage share the weight.
+            stand_in = topic_signal(question, text, None)
+            signal, weights["similarity"] = (stand_in, weights["similarity"]) if stand_in is not None else (0.0, 0.0)
         if kind in WEAK_TYPES:  # no type worth rewarding: the other two signals share its weight
-            w = ANSWER_WEIGHTS["coverage"] + ANSWER_WEIGHTS["similarity"]
-            score = (ANSWER_WEIGHTS["coverage"] * covered + ANSWER_WEIGHTS["similarity"] * scaled(similarity)) / w
+            w = weights["coverage"] + weights["similarity"]
+            score = (weights["coverage"] * covered + weights["similarity"] * signal) / w
             score *= 1.0 if typed else UNTYPED_FACTOR
         else:
-            score = (ANSWER_WEIGHTS["type"] * typed + ANSWER_WEIGHTS["coverage"] * covered
-                     + ANSWER_WEIGHTS["similarity"] * scaled(similarity))
+            score = (weights["type"] * typed + weights["coverage"] * covered
+                     + weights["similarity"] * signal) / sum(weights.values())
+        language = language_of(question)
         missing = []
         if not typed:
-            missing.append(f"{TYPE_MISSING[kind]} in the answer")
+            missing.append(messages.phrase("type_not_in_answer", language, messages.answer_type(kind, language)))
         if missing_terms:
-            missing.append("does not mention: " + ", ".join(missing_terms))
+            missing.append(messages.phrase("not_in_answer", language, messages.listing(missing_terms, language)))
         reason = (f"expects {kind}{'' if typed else ' (absent)'}; covers {covered:.0%} of question terms; "
                   f"similarity {similarity:.2f}")
         return AnswerGrade(score=round(score, 4), useful=score >= settings.answer_relevance_threshold,
-                           missing="; ".join(missing), reason=reason)
+                           missing=messages.separate(missing, language), reason=reason)

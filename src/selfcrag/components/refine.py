@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.components.base import Embedder, Passage, Refinement, Strip
-from selfcrag.components.offline_grading import coverage, embed, question_terms, scaled
+from selfcrag.components.embeddings import for_run
+from selfcrag.components.offline_grading import coverage, embed, question_terms, similarity_or_stand_in
 from selfcrag.components.text import approx_tokens, split_sentences
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class StripRefiner:
             return Refinement(strips=[])
         texts = [text for _, text, _ in candidates]
         sentences = [s for _, _, group in candidates for s in group]
-        vectors = embed(self.embedder, [question, *texts, *sentences])
+        embedder = for_run(self.embedder, settings)
+        vectors = embed(embedder, [question, *texts, *sentences])
         q, strip_vecs, sentence_sims = vectors[0], vectors[1 : len(texts) + 1], vectors[len(texts) + 1 :] @ vectors[0]
         terms = question_terms(question)
         scored: list[tuple[float, int]] = []
@@ -70,7 +72,8 @@ class StripRefiner:
             similarity = max(float(strip_vecs[i] @ q), float(np.max(sentence_sims[start : start + len(group)])))
             start += len(group)
             covered, _ = coverage(terms, texts[i])
-            scored.append((STRIP_SIM_WEIGHT * scaled(similarity) + (1 - STRIP_SIM_WEIGHT) * covered, i))
+            signal = similarity_or_stand_in(embedder, question, similarity, texts[i], candidates[i][0]["title"])
+            scored.append((STRIP_SIM_WEIGHT * signal + (1 - STRIP_SIM_WEIGHT) * covered, i))
         scored.sort(key=lambda item: (-item[0], item[1]))  # score desc, then document order: stable
         floor = max(MIN_STRIP_SCORE, RELATIVE_FLOOR * scored[0][0])
         strips: list[Strip] = []

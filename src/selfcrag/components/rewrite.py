@@ -12,8 +12,10 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Embedder, Rewrite, Strip
-from selfcrag.components.offline_grading import question_terms, term
+from selfcrag.components.offline_grading import join_pairs, question_terms, term
 from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, words
+from selfcrag.language import language_of
+from selfcrag.prompts import messages
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -21,24 +23,31 @@ if TYPE_CHECKING:
 EVIDENCE_TERMS = 3  # expansion terms taken from the evidence: enough to shift BM25, few enough not to drift
 EVIDENCE_STRIPS = 2  # only the best strips: lower ones are more likely off-topic
 WEB_MAX_WORDS = 8
-# Words of the graders' own messages ("no passage mentions: x", "does not mention: y") are not query terms.
+# Words of the graders' own messages ("no passage mentions: x", "回答没有提到：y") are not query terms.
 _FEEDBACK_VOCABULARY = frozenset({
     "passage", "passages", "mention", "mentions", "answer", "answers", "evidence", "number", "date", "time",
     "name", "person", "organisation", "place", "reason", "statement", "missing", "support", "yes",
-})
+}) | frozenset(words(messages.vocabulary()))
+_NAMED = re.compile(r"(?:mentions?:|提到：)\s*([^;；]+)")
 
 
 def _keywords(text: str) -> list[str]:
-    """Content words in order, unstemmed (queries read better), one per stem; bare numbers are no keywords."""
+    """Content words in order, unstemmed (queries read better), one per stem; bare numbers are no keywords.
+    Chinese comes back as the runs its pairs were cut from (银行卡, not 银行 行卡); BM25 cuts them again."""
     out: dict[str, str] = {}
-    for w in words(text):
-        if w not in STOPWORDS and w not in QUESTION_WORDS and len(w) > 1 and any(c.isalpha() for c in w):
+    kept = [w for w in words(text) if w not in STOPWORDS and w not in QUESTION_WORDS and any(c.isalpha() for c in w)]
+    for w in join_pairs(kept):
+        if len(w) > 1:
             out.setdefault(term(w), w)
     return list(out.values())
 
 
+def _keys(phrase: str) -> set[str]:
+    return {term(w) for w in words(phrase)}
+
+
 def _feedback_terms(feedback: str) -> list[str]:
-    named = re.findall(r"mentions?:\s*([^;]+)", feedback)
+    named = _NAMED.findall(feedback)
     text = " ".join(named) if named else feedback
     return [w for w in _keywords(text) if w not in _FEEDBACK_VOCABULARY]
 
@@ -52,7 +61,10 @@ class KeywordRewriter:
     def rewrite(
         self, question: str, query: str, evidence: list[Strip], feedback: str, for_web: bool, settings: Context
     ) -> Rewrite:
-        base = list(question_terms(question).values())
+        base = join_pairs(list(question_terms(question).values()))
+        if for_web and language_of(question) == "zh":
+            # Web search engines segment Chinese themselves; character pairs would only confuse them.
+            return Rewrite(query=question.strip(), reason="the question as asked, for web search")
         if for_web:
             # Identifiers and numbers first: they are what a web page must contain.
             ranked = sorted(base, key=lambda w: not any(c.isdigit() for c in w))
@@ -60,14 +72,15 @@ class KeywordRewriter:
             web_query = " ".join(w for w in base if w in keep)
             return Rewrite(query=web_query or question.strip(), reason="keyword query for web search")
 
-        have = {term(w) for w in words(query)} | {term(w) for w in base}
-        from_feedback = [w for w in _feedback_terms(feedback) if term(w) not in have]
-        have |= {term(w) for w in from_feedback}
+        have = _keys(query) | _keys(" ".join(base))
+        from_feedback = [w for w in _feedback_terms(feedback) if _keys(w) - have]
+        have |= _keys(" ".join(from_feedback))
         counts: Counter[str] = Counter()
         best = sorted(evidence, key=lambda s: -s["score"])[:EVIDENCE_STRIPS]
         for strip in best:
             for w in _keywords(strip["text"]):
-                if term(w) not in have and len(w) > 2:
+                # Chinese runs of the evidence are phrases, not keywords: BM25 already has their pairs.
+                if _keys(w) - have and len(w) > 2 and w.isascii():
                     counts[w] += 1
         # Frequent in the best strips first; ties in reading order (Counter keeps insertion order).
         from_evidence = [w for w, _ in counts.most_common(EVIDENCE_TERMS)]

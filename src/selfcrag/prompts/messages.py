@@ -1,14 +1,89 @@
-"""User-facing messages written without a model: abstentions and caveats."""
+"""User-facing text written without a model, in the question's language (`selfcrag.language.language_of`):
+abstentions, caveats, and the phrases that say what the evidence or an answer lacked."""
 
 from __future__ import annotations
 
-VERSION = "messages/1"
+from selfcrag.language import Language
+
+VERSION = "messages/2"
+
+_ABSTAIN: dict[Language, str] = {
+    "en": "I don't know: the available evidence does not answer this question.",
+    "zh": "我不知道：现有资料无法回答这个问题。",
+}
+_MISSING: dict[Language, str] = {"en": " Missing: {}.", "zh": "缺少的信息：{}。"}
+_CAVEAT: dict[Language, str] = {
+    "en": "Caveat: this answer may be incomplete or only partly supported ({}).",
+    "zh": "请注意：这个回答可能不完整，或者只有部分内容有依据（{}）。",
+}
+_SEPARATOR: dict[Language, str] = {"en": "; ", "zh": "；"}
+_LIST: dict[Language, str] = {"en": ", ", "zh": "、"}
+
+# What the evidence or an answer lacked. Components put these in `missing` and in the answer grader's
+# feedback; the rewriter reads the terms back after "mentions:" / "提到：".
+PHRASES: dict[str, dict[Language, str]] = {
+    "not_mentioned": {"en": "no passage mentions: {}", "zh": "没有任何段落提到：{}"},
+    "not_retrieved": {"en": "no retrieved passage mentions: {}", "zh": "检索到的段落都没有提到：{}"},
+    "not_in_kb": {"en": "no passage in the knowledge base is about: {}", "zh": "知识库中没有任何段落提到：{}"},
+    "not_answered": {"en": "no passage answers: {}", "zh": "没有段落能回答：{}"},
+    "all_unsupported": {"en": "every supporting sentence was unsupported before",
+                        "zh": "能支持回答的句子此前都未通过核查"},
+    "type_not_in_evidence": {"en": "no {} in the evidence", "zh": "资料中没有{}"},
+    "type_not_in_answer": {"en": "no {} in the answer", "zh": "回答中没有{}"},
+    "not_in_answer": {"en": "does not mention: {}", "zh": "回答没有提到：{}"},
+    "unsupported": {"en": "support for: {}", "zh": "以下内容缺少依据：{}"},
+}
+# The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
+ANSWER_TYPES: dict[str, dict[Language, str]] = {
+    "number": {"en": "number", "zh": "数字"},
+    "date": {"en": "date or time", "zh": "日期或时间"},
+    "person": {"en": "name of a person or organisation", "zh": "人名或机构名称"},
+    "place": {"en": "place", "zh": "地点"},
+    "reason": {"en": "reason", "zh": "原因"},
+    "yesno": {"en": "yes/no statement", "zh": "明确的肯定或否定"},
+}
+SIGNALS: dict[str, dict[Language, str]] = {
+    "context_relevance": {"en": "context relevance", "zh": "资料相关性"},
+    "groundedness": {"en": "groundedness", "zh": "有据程度"},
+    "answer_relevance": {"en": "answer relevance", "zh": "回答相关性"},
+}
 
 
-def abstain(missing: str) -> str:
-    text = "I don't know: the available evidence does not answer this question."
-    return f"{text} Missing: {missing.rstrip('.')}." if missing else text
+def listing(items: list[str], language: Language = "en") -> str:
+    """Terms in a row: "a, b" / "甲、乙"."""
+    return _LIST[language].join(items)
 
 
-def caveat(reasons: list[str]) -> str:
-    return "Caveat: this answer may be incomplete or only partly supported (" + "; ".join(reasons) + ")."
+def separate(findings: list[str], language: Language = "en") -> str:
+    """Findings in a row: "a; b" / "甲；乙"."""
+    return _SEPARATOR[language].join(findings)
+
+
+def phrase(key: str, language: Language = "en", *values: str) -> str:
+    """`phrase("not_mentioned", "zh", "南极")` -> "没有任何段落提到：南极"."""
+    return PHRASES[key][language].format(*values)
+
+
+def answer_type(kind: str, language: Language = "en") -> str:
+    """The name of an expected kind of answer ("number", "数字"); empty for a question of no particular kind."""
+    return ANSWER_TYPES[kind][language] if kind in ANSWER_TYPES else ""
+
+
+def signal(name: str, language: Language = "en") -> str:
+    return SIGNALS[name][language] if name in SIGNALS else name.replace("_", " ")
+
+
+def abstain(missing: str, language: Language = "en") -> str:
+    text = _ABSTAIN[language]
+    return text + _MISSING[language].format(missing.rstrip(".。")) if missing else text
+
+
+def caveat(reasons: list[str], language: Language = "en") -> str:
+    return _CAVEAT[language].format(separate(reasons, language))
+
+
+def vocabulary() -> str:
+    """Every template's text, for telling a template's words from a question's."""
+    tables: list[dict[Language, str]] = [_ABSTAIN, _MISSING, _CAVEAT, *PHRASES.values(), *ANSWER_TYPES.values(),
+                                     *SIGNALS.values()]
+    return "\n".join(text for table in tables for text in table.values())

@@ -1,7 +1,8 @@
 """Rule checks for the hallucinations embeddings miss: a changed number, an invented name, an absolute claim.
 
 Embedding similarity barely moves when "30 days" becomes "45 days" or "support" becomes "Dr. Smith's team",
-so these cheap exact checks run beside it. Each finding is a short human string.
+so these cheap exact checks run beside it, in English and Chinese alike ("三十天" is 30 days, "总是" is "always").
+Each finding is a short human string.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ ABSOLUTE_WORDS = frozenset({
     "guarantee", "guarantees", "only", "completely", "entirely", "totally", "forever", "unlimited", "certainly",
     "definitely", "impossible", "instantly", "anytime", "absolutely",
 })
+# Chinese absolutes are matched in the text itself: a word may be cut into character pairs either way.
+ABSOLUTE_WORDS_ZH = (
+    "总是", "从不", "从来", "永远", "所有", "全部", "一切", "任何", "必须", "一定", "肯定", "绝对", "保证", "完全",
+    "始终", "无限", "随时", "立即", "立刻", "百分之百",
+)
+# A lone 一 is as often "a"/"once" as a count (一次, 一下): like "one", only digits count for 1.
+LONE_ONE = re.compile("(?<![零〇一二两三四五六七八九十百千万亿])一(?![零〇一二两三四五六七八九十百千万亿])")
 _CONNECTORS = frozenset({"of", "the", "and", "de", "for", "in", "on", "at", "&"})
 
 
@@ -59,7 +67,7 @@ def rule_flags(answer: str, evidence_text: str) -> list[str]:
     flags: list[str] = []
 
     # "one" is as often a pronoun or article ("in one household") as a count: only digits count for 1.
-    answer_numbers = numbers(re.sub(r"\bone\b", " ", answer, flags=re.IGNORECASE))
+    answer_numbers = numbers(LONE_ONE.sub(" ", re.sub(r"\bone\b", " ", answer, flags=re.IGNORECASE)))
     for value in sorted(answer_numbers - numbers(evidence_text)):
         shown = int(value) if value.is_integer() else value
         flags.append(f"number {shown} not in the evidence")
@@ -81,6 +89,7 @@ def rule_flags(answer: str, evidence_text: str) -> list[str]:
 
     answer_words = words(answer)
     absolute = [w for w in dict.fromkeys(answer_words) if w in ABSOLUTE_WORDS and w not in evidence_words]
+    absolute += [w for w in ABSOLUTE_WORDS_ZH if w in answer and w not in evidence_text]
     if "100%" in answer and "100%" not in evidence_text and " 100 percent " not in evidence_plain:
         absolute.append("100%")
     flags.extend(f"absolute word {w!r} not in the evidence" for w in absolute)
