@@ -6,6 +6,10 @@ import tempfile
 # The tests never reach a network service: no web search key, no model key.
 os.environ.pop("TAVILY_API_KEY", None)
 os.environ.pop("OPENAI_API_KEY", None)
+os.environ.pop("OPENAI_BASE_URL", None)  # a compatible server in the environment would switch to models too
+# Settings from the developer's shell (SELFCRAG_BACKEND=model, a SELFCRAG_INDEX_DIR...) would change what runs.
+for name in [n for n in os.environ if n.startswith("SELFCRAG_")]:
+    del os.environ[name]
 os.environ.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
 os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "1")
 # The built sample index is cached per test session, not in the user's home.

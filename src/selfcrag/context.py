@@ -25,6 +25,13 @@ def _env(name: str, default: Any) -> Any:
         raise ValueError(f"SELFCRAG_{name.upper()}={raw!r} is not a valid {type(default).__name__}") from exc
 
 
+def _choices(annotation: Any) -> tuple[str, ...]:
+    """The values of a `Literal[...]` field annotation (a string here: this module postpones annotations)."""
+    if isinstance(annotation, str) and annotation.startswith("Literal["):
+        return tuple(part.strip().strip("'\"") for part in annotation[len("Literal[") : -1].split(","))
+    return ()
+
+
 @dataclass(kw_only=True)
 class Context:
     # --- knowledge base -----------------------------------------------------------------------------
@@ -45,6 +52,15 @@ class Context:
     min_similarity: float = field(
         default=0.2,
         metadata={"description": "Quality gate: drop chunks whose cosine similarity to the query is below this."},
+    )
+    # --- embeddings ---------------------------------------------------------------------------------
+    embeddings: str = field(
+        default="local",
+        metadata={
+            "description": "`local`: all-MiniLM-L6-v2 on this machine (offline). `openai:<model>`: an "
+            "OpenAI-compatible embeddings endpoint (OPENAI_BASE_URL, OPENAI_API_KEY). An index remembers the "
+            "embeddings that built it and refuses others. An embedder passed to build_graph takes precedence."
+        },
     )
     # --- CRAG evaluation ----------------------------------------------------------------------------
     upper_threshold: float = field(
@@ -101,6 +117,68 @@ class Context:
         default=False,
         metadata={"description": "Low-confidence answers pause for a person (interrupt) instead of abstaining."},
     )
+    # --- models -------------------------------------------------------------------------------------
+    backend: Literal["auto", "offline", "model"] = field(
+        default="auto",
+        metadata={
+            "description": "Components of the default graph: `auto` = models when OPENAI_API_KEY or OPENAI_BASE_URL "
+            "is set, else offline; `offline`; `model`. A graph built with its own components or models ignores it."
+        },
+    )
+    generator_model: str = field(
+        default="openai:gpt-4o-mini",
+        metadata={"description": "Chat model that writes answers, as provider:model (e.g. openai:gpt-4o-mini)."},
+    )
+    grader_model: str = field(
+        default="",
+        metadata={"description": "Chat model of the graders, refiner and rewriter, as provider:model; "
+                  "empty = the generator's model."},
+    )
+    temperature: float = field(
+        default=0.0, metadata={"description": "Generator temperature (graders always run at 0)."}
+    )
+    base_url: str = field(
+        default="",
+        metadata={"description": "OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LM Studio), e.g. "
+                  "http://localhost:11434/v1; empty = OPENAI_BASE_URL, else OpenAI."},
+    )
+    llm_timeout: float = field(
+        default=30.0,
+        metadata={"description": "Seconds one model call may take; a timeout is retried, then the step degrades."},
+    )
+    structured_output: Literal["auto", "json_schema", "function_calling", "json_mode", "prompt"] = field(
+        default="auto",
+        metadata={"description": "How graders get JSON: `auto` tries json_schema, then function calling, then "
+                  "JSON mode, then a plain prompt, and remembers what the server accepted."},
+    )
+    grading: Literal["batch", "parallel"] = field(
+        default="batch",
+        metadata={"description": "Model CRAG evaluator: all passages in one call, or one concurrent call each."},
+    )
+    refine_with: Literal["scores", "llm"] = field(
+        default="scores",
+        metadata={"description": "Model backend's knowledge refinement: `scores` = each strip by its passage's "
+                  "retrieval score and its question terms (no model call), `llm` = the grader model picks the strips."},
+    )
+    task: Literal["auto", "qa", "summarize", "compare", "code"] = field(
+        default="auto", metadata={"description": "Generator task prompt; `auto` picks it from the question."}
+    )
+    answer_mode: Literal["auto", "local", "global"] = field(
+        default="auto",
+        metadata={"description": "`local`: answer one specific point from the best evidence; `global`: "
+                  "synthesise across documents; `auto` picks from the question."},
+    )
+    few_shot: bool = field(
+        default=True, metadata={"description": "Show the generator short examples of cited answers."}
+    )
+    history_turns: int = field(
+        default=3, metadata={"description": "Earlier chat turns (user + assistant) from `messages` the generator sees."}
+    )
+    context_tokens: int = field(
+        default=1200,
+        metadata={"description": "Token budget (tiktoken) of the evidence in the generator prompt; the "
+                  "highest-scoring strips are kept."},
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.lower_threshold <= self.upper_threshold <= 1:
@@ -112,6 +190,14 @@ class Context:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_llm_calls < 0:
             raise ValueError("max_llm_calls must be >= 0")
+        spec = self.embeddings.strip()
+        if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
+            raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")
+        for f in fields(self):  # a Literal setting from the environment may be misspelt
+            if (choices := _choices(f.type)) and getattr(self, f.name) not in choices:
+                raise ValueError(f"{f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}")
+        if self.history_turns < 0 or self.context_tokens < 1 or self.llm_timeout <= 0:
+            raise ValueError("need history_turns >= 0, context_tokens >= 1 and llm_timeout > 0")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:

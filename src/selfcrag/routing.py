@@ -72,10 +72,14 @@ def after_web_search(state: State, settings: Context) -> str:
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
-def after_generate(state: State, settings: Context) -> str:
-    """A draft goes to the checks; no draft (the evidence cannot support an answer) means correct again."""
+# The two checks of a draft do not depend on each other: they run concurrently and meet at `judge`.
+CHECKS = ["check_hallucination", "grade_answer"]
+
+
+def after_generate(state: State, settings: Context) -> str | list[str]:
+    """A draft goes to both checks at once; no draft (the evidence cannot support an answer) means correct again."""
     if state.get("answer"):
-        return "check_hallucination"
+        return CHECKS
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
@@ -93,6 +97,14 @@ def after_answer_grade(state: State, settings: Context) -> str:
     if state.get("answer_useful"):
         return "finalize"
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
+
+
+def after_checks(state: State, settings: Context) -> str:
+    """Both verdicts on the draft are in: an ungrounded draft is regenerated while generations and budget remain
+    (whatever its usefulness: an unsupported answer is never shown); otherwise the answer grade decides."""
+    if after_hallucination_check(state, settings) == "generate":
+        return "generate"
+    return after_answer_grade(state, settings)
 
 
 def after_finalize(state: State, settings: Context) -> str:

@@ -6,9 +6,11 @@ publish the schemas.
 
 from __future__ import annotations
 
+import operator
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from selfcrag.components.base import Citation, Grade, Label, Passage, Strip
@@ -39,10 +41,16 @@ class Scores(TypedDict):
     answer_relevance: float
 
 
+# Chat history, merged by message id (LangGraph's `add_messages`, as in `MessagesState`): the run appends its
+# answer as an AI message, so Studio's chat view, a parent `MessagesState` graph and stream_mode="messages"
+# all see it, and a parent that passes its history in gets back the same messages plus one, never duplicates.
+Messages = Annotated[list[AnyMessage], add_messages]
+
+
 class InputState(TypedDict, total=False):
     question: str
-    # Chat history; when `question` is empty the last human message is the question.
-    messages: list[AnyMessage]
+    # When `question` is empty the last human message is the question.
+    messages: Messages
 
 
 class OutputState(TypedDict, total=False):
@@ -53,7 +61,11 @@ class OutputState(TypedDict, total=False):
     scores: Scores
     missing: str  # what the evidence lacked, when the agent abstains or adds a caveat
     trace: Annotated[list[Step], add_steps]
-    llm_calls: int
+    # Model calls and tokens of this run. Summed, because the two checks of a draft run concurrently and both
+    # add theirs; `prepare` resets them with Overwrite(0).
+    llm_calls: Annotated[int, operator.add]
+    tokens: Annotated[int, operator.add]
+    messages: Messages  # the input history plus the answer as an AI message (citations in additional_kwargs)
 
 
 class State(InputState, OutputState, total=False):

@@ -51,7 +51,7 @@ class Fixed:
                         score=0.9) for p in passages]
         return Refinement(strips=strips)
 
-    def generate(self, question, strips, settings, avoid=None):
+    def generate(self, question, strips, settings, avoid=None, history=None):
         self.seen["generate"] += 1
         self.avoid_seen.append(list(avoid or []))
         cite = {"ref": "doc_1", "doc_id": "p", "title": "P", "source": "p.md", "quote": "Returns take 30 days."}

@@ -80,7 +80,7 @@ def test_after_web_search(kw, expected):
 @pytest.mark.parametrize(
     ("kw", "expected"),
     [
-        ({"answer": "x [doc_1]"}, "check_hallucination"),
+        ({"answer": "x [doc_1]"}, ["check_hallucination", "grade_answer"]),  # both checks, concurrently
         ({"answer": ""}, "rewrite_query"),
         ({"answer": "", "retrieval_rounds": 3}, "finalize"),
         ({"answer": "", "llm_calls": 10}, "finalize"),
@@ -114,6 +114,22 @@ def test_after_hallucination_check(kw, expected):
 )
 def test_after_answer_grade(kw, expected):
     assert routing.after_answer_grade(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"grounded": True, "answer_useful": True}, "finalize"),
+        ({"grounded": True, "answer_useful": False}, "rewrite_query"),
+        ({"grounded": False, "answer_useful": True, "generations": 1}, "generate"),  # unsupported is never shown
+        ({"grounded": False, "answer_useful": False, "generations": 1}, "generate"),
+        ({"grounded": False, "answer_useful": True, "generations": 2}, "finalize"),  # out of generations
+        ({"grounded": False, "answer_useful": False, "generations": 2}, "rewrite_query"),
+        ({"grounded": False, "answer_useful": False, "generations": 1, "llm_calls": 10}, "finalize"),  # no budget
+    ],
+)
+def test_after_checks(kw, expected):
+    assert routing.after_checks(state(**kw), S) == expected
 
 
 def test_after_finalize():

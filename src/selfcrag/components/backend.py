@@ -1,9 +1,13 @@
-"""The set of components one graph uses. `offline_components()` is the default: no model, no key."""
+"""The set of components one graph uses: `offline_components()` (no model, no key), `model_components()` (chat
+models), or `auto_components()`, which picks one of the two per run (models when OPENAI_API_KEY or
+OPENAI_BASE_URL is set) and is what `build_graph()` uses by default."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,11 +24,14 @@ from selfcrag.components.base import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
     from selfcrag.context import Context
 
 
 class LazyEmbedder:
-    """The local embedder, loaded on first use: building a graph (or importing selfcrag) stays cheap."""
+    """The local embedder, loaded on first use: building a graph (or importing selfcrag) stays cheap. Components
+    ask it `for_settings(run settings)`, so the `embeddings` setting can pick another provider per run."""
 
     def __init__(self, runtime: str | None = None) -> None:
         self._runtime = runtime
@@ -37,9 +44,20 @@ class LazyEmbedder:
             self._embedder = default_embedder(self._runtime)
         return self._embedder
 
+    def for_settings(self, settings: Context) -> Embedder:
+        if settings.embeddings.strip() == "local":
+            return self._load()
+        from selfcrag.components.embeddings import embedder_for
+
+        return embedder_for(settings.embeddings)
+
     @property
     def name(self) -> str:
         return self._load().name
+
+    @property
+    def languages(self) -> frozenset[str] | None:
+        return getattr(self._load(), "languages", None)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self._load().embed_documents(texts)
@@ -63,9 +81,10 @@ class Components:
     def retriever_for(self, settings: Context) -> Retriever:
         if self.retriever is not None:
             return self.retriever
+        from selfcrag.components.embeddings import for_run
         from selfcrag.components.retrieval import index_for
 
-        return index_for(settings, self.embedder)
+        return index_for(settings, for_run(self.embedder, settings) if self.embedder else None)
 
 
 def offline_components(
@@ -91,3 +110,90 @@ def offline_components(
         retriever=retriever,
         embedder=shared,
     )
+
+
+def model_components(
+    llm: BaseChatModel | None = None,
+    grader_llm: BaseChatModel | None = None,
+    retriever: Retriever | None = None,
+    embedder: Embedder | None = None,
+    web: WebSearch | None = None,
+) -> Components:
+    """Components on chat models. `llm` writes the answers and, unless `grader_llm` is given, grades too; without
+    model objects both are built from each run's settings (`generator_model`, `grader_model`, `base_url`).
+    Retrieval (and its local embeddings) and web search are the offline ones."""
+    from selfcrag.components.llm.answer_grade import LLMAnswerGrader
+    from selfcrag.components.llm.generator import LLMGenerator
+    from selfcrag.components.llm.groundedness import LLMGroundednessChecker
+    from selfcrag.components.llm.models import ChatModels
+    from selfcrag.components.llm.refiner import LLMRefiner
+    from selfcrag.components.llm.relevance import LLMRelevanceGrader
+    from selfcrag.components.llm.rewriter import LLMRewriter
+
+    local = offline_components(retriever, embedder, web)
+    models = ChatModels(llm, grader_llm)
+    return Components(
+        relevance=LLMRelevanceGrader(models),
+        refiner=LLMRefiner(models),
+        generator=LLMGenerator(models),
+        groundedness=LLMGroundednessChecker(models),
+        answer_grader=LLMAnswerGrader(models),
+        rewriter=LLMRewriter(models),
+        web=local.web,
+        retriever=local.retriever,
+        embedder=local.embedder,
+    )
+
+
+class _Backends:
+    """The offline and the model backend, each built on first use, sharing the embedder and web search."""
+
+    def __init__(self, retriever: Retriever | None, embedder: Embedder, web: WebSearch) -> None:
+        self.shared = (retriever, embedder, web)
+        self._built: dict[str, Components] = {}
+        self._lock = threading.Lock()
+
+    def choose(self, settings: Context) -> Components:
+        from selfcrag.components.llm.models import model_configured
+
+        kind = settings.backend
+        if kind == "auto":
+            kind = "model" if model_configured() else "offline"
+        with self._lock:
+            if kind not in self._built:
+                build = model_components if kind == "model" else offline_components
+                retriever, embedder, web = self.shared
+                self._built[kind] = build(retriever=retriever, embedder=embedder, web=web)
+            return self._built[kind]
+
+
+class _Chosen:
+    """One component role (e.g. `relevance`) of the backend each call's settings choose. Every component method
+    takes the run's `Context`, so the choice is made per run, never at import or compile time."""
+
+    def __init__(self, backends: _Backends, role: str) -> None:
+        self._backends = backends
+        self._role = role
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        from selfcrag.context import Context
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            settings = next(a for a in [*args, *kwargs.values()] if isinstance(a, Context))
+            return getattr(getattr(self._backends.choose(settings), self._role), method)(*args, **kwargs)
+
+        return call
+
+
+def auto_components(
+    retriever: Retriever | None = None, embedder: Embedder | None = None, web: WebSearch | None = None
+) -> Components:
+    """Models when the run's `backend` setting says so, or (`auto`) when OPENAI_API_KEY or OPENAI_BASE_URL is set;
+    else offline. Nothing is loaded or connected until a run needs it."""
+    from selfcrag.components.web_search import TavilyWebSearch
+
+    backends = _Backends(retriever, embedder or LazyEmbedder(), web or TavilyWebSearch())
+    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter")
+    chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}
+    _, shared_embedder, shared_web = backends.shared
+    return Components(**chosen, web=shared_web, retriever=retriever, embedder=shared_embedder)

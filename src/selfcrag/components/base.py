@@ -53,6 +53,13 @@ class Strip(TypedDict):
     score: float  # relevance of the strip to the question, [0, 1]
 
 
+class Turn(TypedDict):
+    """One earlier chat message, as the generator sees it."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
 class Citation(TypedDict):
     ref: str  # the label used in the answer text, e.g. "doc_1"
     doc_id: str
@@ -61,51 +68,56 @@ class Citation(TypedDict):
     quote: str
 
 
+@dataclass(kw_only=True)
+class ModelUse:
+    """What a result cost and noted in model terms; offline components leave it empty. Keyword-only, so each
+    result below keeps its own fields first."""
+
+    llm_calls: int = 0
+    tokens: int = 0  # prompt + completion tokens of those calls
+    prompt: str = ""  # name/version of the prompt used, e.g. "grade_documents/1"; the trace records it
+    error: str = ""  # the model fault this result degraded from (failing open or closed); the trace records it
+
+
 @dataclass
-class Grading:
+class Grading(ModelUse):
     grades: list[Grade]
-    llm_calls: int = 0
 
 
 @dataclass
-class Refinement:
+class Refinement(ModelUse):
     strips: list[Strip]
-    llm_calls: int = 0
 
 
 @dataclass
-class Draft:
+class Draft(ModelUse):
     """A generated answer. An empty `answer` means the evidence could not support one; `missing` says why."""
 
     answer: str
     citations: list[Citation]
     missing: str = ""
-    llm_calls: int = 0
 
 
 @dataclass
-class GroundednessCheck:
+class GroundednessCheck(ModelUse):
     score: float  # share of the answer supported by the evidence, [0, 1]
     grounded: bool
     unsupported: list[str] = field(default_factory=list)  # answer sentences / claims without support
     flags: list[str] = field(default_factory=list)  # rule-check findings, e.g. "number 45 not in evidence"
-    llm_calls: int = 0
 
 
 @dataclass
-class AnswerGrade:
+class AnswerGrade(ModelUse):
     score: float  # how well the answer addresses the question, [0, 1]
     useful: bool
     missing: str = ""  # what the question asks that the answer does not give; feeds the rewrite
     reason: str = ""
-    llm_calls: int = 0
 
 
 @dataclass
-class Rewrite:
+class Rewrite(ModelUse):
     query: str
     reason: str = ""
-    llm_calls: int = 0
 
 
 class Retriever(Protocol):
@@ -122,9 +134,15 @@ class Refiner(Protocol):
 
 class Generator(Protocol):
     def generate(
-        self, question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None
+        self,
+        question: str,
+        strips: list[Strip],
+        settings: Context,
+        avoid: list[str] | None = None,
+        history: list[Turn] | None = None,
     ) -> Draft:
-        """Answer from `strips` only; `avoid` lists statements a previous draft could not support."""
+        """Answer from `strips` only; `avoid` lists statements a previous draft could not support; `history` is
+        the conversation before the question (oldest first)."""
         ...
 
 

@@ -8,6 +8,8 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
+from selfcrag.progress import emit
 from selfcrag.state import State
 
 
@@ -18,6 +20,9 @@ def make(components: Components):  # noqa: ANN201
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.groundedness_threshold})"
+        emit("check_hallucination", f"groundedness {check.score:.2f}: "
+             + ("grounded" if check.grounded else f"{len(check.unsupported)} unsupported statements"),
+             grounded=check.grounded, unsupported=len(check.unsupported))
         if check.unsupported:
             reason += f"; {len(check.unsupported)} unsupported statements"
         if check.flags:
@@ -26,13 +31,14 @@ def make(components: Components):  # noqa: ANN201
             "groundedness": check.score,
             "grounded": check.grounded,
             "unsupported_claims": unsupported,
-            "llm_calls": state.get("llm_calls", 0) + check.llm_calls,
+            **spent(check),
             "trace": [
                 {
                     "node": "check_hallucination",
                     "decision": "grounded" if check.grounded else "not grounded",
                     "reason": reason,
                     "unsupported": check.unsupported,
+                    **model_notes(check),
                 }
             ],
         }

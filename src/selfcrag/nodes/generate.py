@@ -9,6 +9,9 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
+from selfcrag.nodes.prepare import history_from
+from selfcrag.progress import emit
 from selfcrag.state import State
 
 
@@ -17,7 +20,13 @@ def make(components: Components):  # noqa: ANN201
         settings = settings_of(runtime.context)
         generation = state.get("generations", 0) + 1
         avoid = list(state.get("unsupported_claims") or []) if generation > 1 else []
-        draft = components.generator.generate(state["question"], state.get("knowledge") or [], settings, avoid)
+        if avoid:
+            emit("generate", f"regenerating: {len(avoid)} unsupported statements", generation=generation)
+        else:
+            emit("generate", f"generating an answer from {len(state.get('knowledge') or [])} strips",
+                 generation=generation)
+        draft = components.generator.generate(state["question"], state.get("knowledge") or [], settings, avoid,
+                                              history=history_from(state))  # fmt: skip
         reason = f"generation {generation}/{settings.max_generations} from {len(state.get('knowledge') or [])} strips"
         if avoid:
             reason += f", avoiding {len(avoid)} unsupported statements"
@@ -27,13 +36,14 @@ def make(components: Components):  # noqa: ANN201
             "missing": draft.missing,
             "generations": generation,
             "unsupported_claims": [] if generation == 1 else avoid,
-            "llm_calls": state.get("llm_calls", 0) + draft.llm_calls,
+            **spent(draft),
             "trace": [
                 {
                     "node": "generate",
                     "decision": "draft" if draft.answer else "no answer",
                     "reason": reason if draft.answer else f"{reason}; {draft.missing}",
                     "citations": [c["ref"] for c in draft.citations],
+                    **model_notes(draft),
                 }
             ],
         }

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
 from selfcrag.state import State
 
 
@@ -22,9 +23,10 @@ def make(components: Components):  # noqa: ANN201
             "answer_relevance": grade.score,
             "answer_useful": grade.useful,
             "feedback": grade.missing,
-            "llm_calls": state.get("llm_calls", 0) + grade.llm_calls,
+            **spent(grade),
             "trace": [
-                {"node": "grade_answer", "decision": "useful" if grade.useful else "not useful", "reason": reason}
+                {"node": "grade_answer", "decision": "useful" if grade.useful else "not useful", "reason": reason,
+                 **model_notes(grade)}
             ],
         }
 

@@ -10,6 +10,8 @@ from langgraph.runtime import Runtime
 from selfcrag.components.backend import Components
 from selfcrag.components.offline_grading import crag_action
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
+from selfcrag.progress import emit
 from selfcrag.state import State
 
 
@@ -22,10 +24,13 @@ def make(components: Components):  # noqa: ANN201
         action = crag_action(grades, settings.crag_policy)
         counts = Counter(g["label"] for g in grades)
         summary = ", ".join(f"{counts[label]} {label}" for label in ("correct", "ambiguous", "incorrect"))
+        found = ", ".join(f"{counts[lab]} {lab}" for lab in ("correct", "ambiguous", "incorrect") if counts[lab])
+        emit("grade_documents", f"graded {len(grades)} documents: {found} -> {action}" if grades
+             else "no documents to grade", action=action, counts=dict(counts))
         return {
             "grades": grades,
             "crag_action": action,
-            "llm_calls": state.get("llm_calls", 0) + (grading.llm_calls if grading else 0),
+            **spent(grading),
             "trace": [
                 {
                     "node": "grade_documents",
@@ -35,6 +40,7 @@ def make(components: Components):  # noqa: ANN201
                     else "no passages retrieved",
                     "grades": [{"id": g["id"], "label": g["label"], "score": round(g["score"], 3),
                                 "reason": g["reason"]} for g in grades],
+                    **model_notes(grading),
                 }
             ],
         }

@@ -7,7 +7,9 @@ from typing import Any
 
 from langgraph.types import interrupt
 
+from selfcrag.chat import close_run
 from selfcrag.components.backend import Components
+from selfcrag.language import language_of
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages
 from selfcrag.state import State
@@ -41,8 +43,9 @@ def make(components: Components):  # noqa: ANN201
             update |= {"decision": "answer", "answer": edited}
         else:
             missing = missing_evidence(state)
-            update |= {"decision": "abstain", "answer": messages.abstain(missing), "citations": [], "missing": missing}
+            answer = messages.abstain(missing, language_of(state.get("question", "")))
+            update |= {"decision": "abstain", "answer": answer, "citations": [], "missing": missing}
         update["trace"] = [{"node": "human_review", "decision": update["decision"], "reason": f"reviewer: {action}"}]
-        return update
+        return close_run(state, update)
 
     return human_review

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from selfcrag.components.backend import Components
+from selfcrag.components.base import Turn
 from selfcrag.context import Context, settings_of
 from selfcrag.state import State
 
@@ -25,6 +27,26 @@ def question_from(state: State) -> str:
         if _is_user_message(message):
             return _text_of(message).strip()
     return ""
+
+
+def history_from(state: State) -> list[Turn]:
+    """The conversation before the question: user and assistant messages, without the question's own message."""
+    turns: list[Turn] = []
+    for message in state.get("messages") or []:
+        text = _text_of(message).strip()
+        if text and _is_user_message(message):
+            turns.append(Turn(role="user", content=text))
+        elif text and _is_ai_message(message):
+            turns.append(Turn(role="assistant", content=text))
+    if turns and turns[-1]["role"] == "user" and turns[-1]["content"] == question_from(state):
+        turns.pop()
+    return turns
+
+
+def _is_ai_message(message: AnyMessage | dict[str, Any]) -> bool:
+    if isinstance(message, dict):
+        return message.get("role") in ("assistant", "ai") or message.get("type") == "ai"
+    return isinstance(message, AIMessage)
 
 
 def _is_user_message(message: AnyMessage | dict[str, Any]) -> bool:
@@ -63,7 +85,8 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
             "web_searched": False,
             "retrieval_rounds": 0,
             "generations": 0,
-            "llm_calls": 0,
+            "llm_calls": Overwrite(0),  # the counters sum node updates: a new run starts them at 0
+            "tokens": Overwrite(0),
             "review": {},
             "trace": [
                 {

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
 from selfcrag.state import State
 
 
@@ -21,13 +22,14 @@ def make(components: Components):  # noqa: ANN201
         strips = refinement.strips
         return {
             "knowledge": strips,
-            "llm_calls": state.get("llm_calls", 0) + refinement.llm_calls,
+            **spent(refinement),
             "trace": [
                 {
                     "node": "refine",
                     "decision": f"{len(strips)} strips",
                     "reason": f"kept {len(strips)} strips from {len(passages)} passages not graded incorrect",
                     "strips": [s["id"] for s in strips],
+                    **model_notes(refinement),
                 }
             ],
         }

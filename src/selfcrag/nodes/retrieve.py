@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.progress import emit
 from selfcrag.state import State
 
 
@@ -17,6 +18,8 @@ def make(components: Components):  # noqa: ANN201
         query = state.get("query") or state["question"]
         passages = components.retriever_for(settings).retrieve(query, settings)
         rounds = state.get("retrieval_rounds", 0) + 1
+        emit("retrieve", f"retrieved {len(passages)} passages (round {rounds}/{settings.max_retrieval_rounds})",
+             passages=len(passages), round=rounds)
         return {
             "documents": passages,
             "retrieval_rounds": rounds,

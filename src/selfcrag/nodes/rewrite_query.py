@@ -9,6 +9,8 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
+from selfcrag.progress import emit
 from selfcrag.routing import rewrite_for_web
 from selfcrag.state import State
 
@@ -21,7 +23,9 @@ def make(components: Components):  # noqa: ANN201
         rewrite = components.rewriter.rewrite(
             state["question"], query, state.get("knowledge") or [], state.get("feedback") or "", for_web, settings
         )
-        update: dict[str, Any] = {"llm_calls": state.get("llm_calls", 0) + rewrite.llm_calls}
+        emit("rewrite_query", f"rewrote the {'web' if for_web else 'retrieval'} query: {rewrite.query!r}",
+             query=rewrite.query, for_web=for_web)
+        update: dict[str, Any] = spent(rewrite)
         update["web_query" if for_web else "query"] = rewrite.query
         update["trace"] = [
             {
@@ -29,6 +33,7 @@ def make(components: Components):  # noqa: ANN201
                 "decision": "web query" if for_web else "new retrieval query",
                 "reason": rewrite.reason or "rewritten",
                 "query": rewrite.query,
+                **model_notes(rewrite),
             }
         ]
         return update

@@ -10,6 +10,8 @@ from langgraph.runtime import Runtime
 from selfcrag.components.backend import Components
 from selfcrag.components.base import WebSearchError
 from selfcrag.context import Context, settings_of
+from selfcrag.nodes import model_notes, spent
+from selfcrag.progress import emit
 from selfcrag.state import State
 
 
@@ -22,30 +24,32 @@ def make(components: Components):  # noqa: ANN201
         try:
             results = components.web.search(query, settings)
         except WebSearchError as exc:
+            emit("web_search", f"{exc}; continuing with the knowledge base only", failed=True)
             update["web_available"] = False
             update["knowledge"] = base
             update["trace"] = [{"node": "web_search", "decision": "unavailable", "reason": str(exc)}]
             return update
-        calls = 0
+        grading = refinement = None
         kept = []
         if results:
             grading = components.relevance.grade(state["question"], results, settings)
-            calls += grading.llm_calls
             relevant = {g["id"] for g in grading.grades if g["label"] != "incorrect"}
             kept = [r for r in results if r["id"] in relevant]
         strips = []
         if kept:
             refinement = components.refiner.refine(state["question"], kept, settings)
-            calls += refinement.llm_calls
             strips = refinement.strips
+        emit("web_search", f"web search: {len(results)} results, {len(kept)} relevant", results=len(results),
+             relevant=len(kept))
         update["knowledge"] = base + strips
-        update["llm_calls"] = state.get("llm_calls", 0) + calls
+        update |= spent(grading, refinement)
         update["trace"] = [
             {
                 "node": "web_search",
                 "decision": f"{len(strips)} web strips",
                 "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant",
                 "urls": [r["source"] for r in kept],
+                **model_notes(grading, refinement),
             }
         ]
         return update

@@ -1,0 +1,75 @@
+"""The model generator: answers from the evidence only, with [doc_N] citations, and says what is missing.
+
+It calls the chat model inside the node with the node's callbacks, so `graph.stream(..., stream_mode="messages")`
+streams its tokens (LangChain streams a chat model by itself when a streaming handler listens). A draft the
+model cannot write ("INSUFFICIENT: ...") or a failed call becomes no draft, with `missing` saying why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from selfcrag.components.base import Citation, Draft, Strip, Turn
+from selfcrag.components.llm.faults import describe, raise_if_retrying
+from selfcrag.components.llm.structured import text_of, usage_tokens
+from selfcrag.components.offline_grading import terms_of
+from selfcrag.components.text import split_sentences
+from selfcrag.prompts.generation import GenerationPrompt, generation_prompt
+
+if TYPE_CHECKING:
+    from selfcrag.components.llm.models import ChatModels
+    from selfcrag.context import Context
+
+_INSUFFICIENT = re.compile(r"^\W*INSUFFICIENT\b\W*(.*)", re.I | re.S)
+_MISSING_LINE = re.compile(r"^\W*Missing\s*:\s*(.+)$", re.I | re.M)
+_REF = re.compile(r"\[(doc_\d+)\]")
+
+
+class LLMGenerator:
+    def __init__(self, models: ChatModels) -> None:
+        self.models = models
+
+    def generate(self, question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None,
+                 history: list[Turn] | None = None) -> Draft:  # fmt: skip
+        if not strips:
+            return Draft(answer="", citations=[], missing="no evidence to answer from")
+        model = self.models.generator(settings)
+        prompt = generation_prompt(question, strips, settings, avoid, history)
+        try:
+            message = model.invoke(prompt.messages)
+        except Exception as exc:  # fails to no draft: the graph rewrites or abstains, it does not crash
+            raise_if_retrying(exc)
+            return Draft(answer="", citations=[], missing=f"generator failed: {describe(exc)}", llm_calls=1,
+                         prompt=prompt.name, error=describe(exc))  # fmt: skip
+        draft = draft_from(text_of(message), prompt)
+        draft.llm_calls, draft.tokens, draft.prompt = 1, usage_tokens(message, prompt.messages), prompt.name
+        return draft
+
+
+def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
+    """The model's reply as a draft: an INSUFFICIENT reply or an empty one is no draft; a "Missing:" line moves
+    to `missing`; citation labels the evidence never showed are dropped; each kept label gets a citation."""
+    if match := _INSUFFICIENT.match(text):
+        return Draft(answer="", citations=[], missing=match.group(1).strip() or "the evidence does not answer this")
+    missing = "; ".join(m.strip().rstrip(".") for m in _MISSING_LINE.findall(text))
+    answer = _MISSING_LINE.sub("", text)
+    docs = {label: doc_id for doc_id, label in prompt.labels.items()}
+    answer = _REF.sub(lambda m: m.group(0) if m.group(1) in docs else "", answer)
+    answer = re.sub(r"[ \t]{2,}", " ", re.sub(r"[ \t]+([.,;:!?])", r"\1", answer)).strip()
+    if not answer:
+        return Draft(answer="", citations=[], missing=missing or "the model returned no answer")
+    citations = []
+    for ref in dict.fromkeys(_REF.findall(answer)):
+        own = [s for s in prompt.strips if s["doc_id"] == docs[ref]]
+        claims = " ".join(s for s in split_sentences(answer) if f"[{ref}]" in s)
+        citations.append(Citation(ref=ref, doc_id=docs[ref], title=own[0]["title"], source=own[0]["source"],
+                                  quote=_quote(claims, own)))  # fmt: skip
+    return Draft(answer=answer, citations=citations, missing=missing)
+
+
+def _quote(claims: str, strips: list[Strip]) -> str:
+    """The evidence sentence that shares the most words with the statements citing it."""
+    wanted = terms_of(claims)
+    sentences = [s for strip in strips for s in split_sentences(strip["text"])] or [strips[0]["text"]]
+    return max(sentences, key=lambda s: len(wanted & terms_of(s)))  # max keeps the first of equals

@@ -1,0 +1,107 @@
+"""The generator's prompt, in layers: system (rules that never change), task (qa / summarize / compare / code),
+focus (local: one point from the best evidence; global: an overview across documents), few-shot examples of
+cited answers, the last chat turns, then the context: delimited evidence, the question, and the statements an
+earlier draft could not support. Task and focus come from the question unless the settings fix them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from selfcrag.components.base import Strip, Turn
+from selfcrag.prompts.evidence import DATA_NOTICE, compress, doc_labels, evidence_blocks
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+VERSION = "generate/1"
+
+SYSTEM = f"""You answer questions using only the evidence given with each question.
+- End every sentence that states a fact with its source label, e.g. [doc_1] or [doc_1][doc_2]. Cite only labels \
+shown in the evidence.
+- No outside knowledge and no guesses. {DATA_NOTICE.format(tag="evidence")}
+- If the evidence does not answer the question at all, reply exactly: INSUFFICIENT: <what information is missing>
+- If it answers only part, answer that part, then end with one line: Missing: <what the evidence does not say>"""
+
+TASKS = {
+    "qa": "Task: answer the question directly, in one to three sentences.",
+    "summarize": "Task: summarise what the evidence says on the topic in a short paragraph or a few bullet points.",
+    "compare": "Task: compare the things the question names point by point, similarities first; say which points "
+    "the evidence covers for only one of them.",
+    "code": "Task: give the code or command the evidence shows in a fenced code block, with one sentence on what it "
+    "does; never invent functions, flags or parameters the evidence does not show.",
+}
+
+FOCUS = {
+    "local": "Focus: the question asks for a specific point; answer it from the most relevant evidence.",
+    "global": "Focus: the question asks for an overview; draw on every document that bears on it and cite each.",
+}
+
+# Two short examples: a cited answer that says what it cannot answer, and a reply when nothing answers.
+FEW_SHOT: list[tuple[str, str]] = [
+    (
+        '<evidence id="doc_1" title="Delivery">\nExpress delivery takes 1-2 business days.\n</evidence>\n'
+        '<evidence id="doc_2" title="Fees">\nExpress delivery costs $9.99.\n</evidence>\n\n'
+        "Question: How fast is express delivery, what does it cost, and does it run on Sundays?",
+        "Express delivery takes 1-2 business days [doc_1] and costs $9.99 [doc_2].\n"
+        "Missing: whether express delivery runs on Sundays.",
+    ),
+    (
+        '<evidence id="doc_1" title="Profile">\nYou can change your email address under Settings.\n</evidence>\n\n'
+        "Question: How do I delete my account?",
+        "INSUFFICIENT: how to delete an account",
+    ),
+]
+
+_COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differen(?:ce|ces|t)|differ|versus|vs\.?|better|worse|"
+                      r"pros and cons|similarit(?:y|ies))\b", re.I)  # fmt: skip
+_SUMMARIZE = re.compile(r"\b(?:summar(?:y|ise|ize|ies)|overview|tl;?dr|recap|outline|key points|main points)\b", re.I)
+_CODE = re.compile(r"```|\b(?:code|snippet|function|script|command|curl|regex|sql|python|javascript|bash|"
+                   r"endpoint|api call)\b", re.I)  # fmt: skip
+_GLOBAL = re.compile(r"\b(?:overall|in general|everything|all (?:the )?(?:\w+ )?\w+s\b|list (?:all|every)|"
+                     r"what (?:kinds|types)|which (?:options|plans|types|ways)|"
+                     r"main (?:\w+ )?(?:points|topics|themes|features))\b", re.I)  # fmt: skip
+
+
+def task_of(question: str) -> str:
+    """The task the question asks for; a comparison or summary wins over code (they may mention code)."""
+    for task, cue in (("compare", _COMPARE), ("summarize", _SUMMARIZE), ("code", _CODE)):
+        if cue.search(question):
+            return task
+    return "qa"
+
+
+def mode_of(question: str, task: str) -> str:
+    """`global` for overviews (summaries, comparisons, "all the ...", "in general"); `local` for one point."""
+    return "global" if task in ("summarize", "compare") or _GLOBAL.search(question) else "local"
+
+
+@dataclass
+class GenerationPrompt:
+    messages: list[BaseMessage]
+    labels: dict[str, str]  # doc_id -> "doc_N" as shown in the evidence
+    strips: list[Strip]  # the strips kept within the token budget, best first
+    name: str  # version, task and focus, for the trace
+
+
+def generation_prompt(question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None,
+                      history: list[Turn] | None = None) -> GenerationPrompt:  # fmt: skip
+    task = task_of(question) if settings.task == "auto" else settings.task
+    mode = mode_of(question, task) if settings.answer_mode == "auto" else settings.answer_mode
+    kept = compress(strips, settings.context_tokens, mode)
+    labels = doc_labels(kept)
+    messages: list[BaseMessage] = [SystemMessage("\n\n".join([SYSTEM, TASKS[task], FOCUS[mode]]))]
+    if settings.few_shot:
+        for shown, answer in FEW_SHOT:
+            messages += [HumanMessage(shown), AIMessage(answer)]
+    turns = (history or [])[-2 * settings.history_turns :] if settings.history_turns else []
+    messages += [HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"]) for t in turns]
+    context = f"{evidence_blocks(kept, labels)}\n\nQuestion: {question.strip()}"
+    if avoid:
+        context += ("\n\nAn earlier answer made these statements, which the evidence does not support; do not "
+                    "repeat them:\n" + "\n".join(f"- {statement}" for statement in avoid))  # fmt: skip
+    messages.append(HumanMessage(context))
+    return GenerationPrompt(messages, labels, kept, f"{VERSION} ({task}, {mode})")

@@ -1,0 +1,88 @@
+"""Prompts of the model graders, the refiner and the rewriter. Each names its version (recorded in the trace) and
+delimits retrieved text as data. The reply's JSON shape is not spelled out here: the structured-output layer
+sends the schema with the request, or appends it to the system prompt where the server takes no schema."""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from selfcrag.components.base import Passage, Strip
+from selfcrag.prompts.evidence import DATA_NOTICE, block
+
+RELEVANCE = "grade_documents/1"
+REFINE = "refine/1"
+GROUNDEDNESS = "check_hallucination/1"
+ANSWER = "grade_answer/1"
+REWRITE = "rewrite_query/1"
+REWRITE_WEB = "rewrite_query_web/1"
+
+_LABELS = """- correct: it states information that answers the question, or part of it
+- ambiguous: on the question's topic, but it does not clearly answer it
+- incorrect: about something else"""
+
+
+def relevance_batch(question: str, passages: list[Passage]) -> list[BaseMessage]:
+    """All passages in one call, as p1..pk (short ids save tokens; the grader maps them back)."""
+    system = f"""You are the retrieval evaluator of a question-answering system. Grade every passage (one verdict \
+per passage id), with your confidence from 0 to 1 and a reason in a few words:
+{_LABELS}
+{DATA_NOTICE.format(tag="passage")}"""
+    shown = "\n".join(block("passage", f"p{i}", p["text"], p["title"]) for i, p in enumerate(passages, 1))
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
+
+
+def relevance_single(question: str, passage: Passage) -> list[BaseMessage]:
+    system = f"""You are the retrieval evaluator of a question-answering system. Grade the passage, with your \
+confidence from 0 to 1 and a reason in a few words:
+{_LABELS}
+{DATA_NOTICE.format(tag="passage")}"""
+    shown = block("passage", "p1", passage["text"], passage["title"])
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
+
+
+def refine(question: str, strips: list[Strip]) -> list[BaseMessage]:
+    system = f"""You select evidence for a question. Keep only the strips that help answer it, best first, each \
+with a score from 0 to 1; keep none if none helps.
+{DATA_NOTICE.format(tag="strip")}"""
+    shown = "\n".join(block("strip", f"s{i}", s["text"], s["title"]) for i, s in enumerate(strips, 1))
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
+
+
+def groundedness(answer: str, evidence: str) -> list[BaseMessage]:
+    system = f"""You check an answer against its evidence, statement by statement. Split the answer into its \
+factual statements (leave out citation labels such as [doc_1]) and give each a verdict and a reason in a few \
+words:
+- grounded: the evidence states it
+- inferred: it follows from the evidence, but the evidence does not state it
+- unsupported: the evidence does not say it, or says otherwise
+A statement that only says what the evidence does not contain is grounded.
+{DATA_NOTICE.format(tag="evidence")}"""
+    shown = block("evidence", "evidence", evidence)
+    return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer)}")]
+
+
+def answer_grade(question: str, answer: str) -> list[BaseMessage]:
+    system = f"""You grade whether an answer addresses its question (not whether it is true): score 1.0 fully, \
+0.5 in part, 0.0 not at all; missing: what the question asks that the answer does not give ("" if nothing); \
+a reason in a few words.
+{DATA_NOTICE.format(tag="answer")}"""
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{block('answer', 'answer', answer)}")]
+
+
+def rewrite(question: str, query: str, evidence: list[Strip], feedback: str) -> list[BaseMessage]:
+    system = f"""You write search queries for a knowledge base. The last query did not retrieve what the question \
+needs. Write a better one: keep the question's key terms, identifiers and numbers; use the words the documents \
+would use; add what the feedback says is missing. One line, no quotes; and a reason in a few words.
+{DATA_NOTICE.format(tag="evidence")}"""
+    parts = [f"Question: {question.strip()}", f"Last query: {query.strip()}"]
+    if feedback:
+        parts.append(f"Feedback: {feedback.strip()}")
+    if evidence:
+        parts.append("Best evidence so far:\n" + "\n".join(block("evidence", s["id"], s["text"]) for s in evidence))
+    return [SystemMessage(system), HumanMessage("\n\n".join(parts))]
+
+
+def rewrite_web(question: str) -> list[BaseMessage]:
+    system = """You turn a question into a web search query: at most 8 keywords, names and identifiers first, \
+no filler words."""
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}")]

@@ -1,0 +1,248 @@
+"""A local OpenAI-compatible chat server, for the real `ChatOpenAI` client in tests and benchmarks.
+
+It answers `POST /v1/chat/completions` as the OpenAI API does: a JSON completion, or SSE chunks when the request
+sets `stream` (ending with a usage chunk when `stream_options.include_usage` asks for one). What the scripted
+reply holds is sent the way the request asked for it: as a tool call when the request forces a tool, as JSON
+content for `response_format` json_schema / json_object, as text otherwise. Usage counts tokens with tiktoken.
+
+    with OpenAIServer(lambda request: Reply.json({"score": 0.9})) as server:
+        ChatOpenAI(base_url=server.base_url, api_key="test", model="test-model")
+
+Every request is recorded (body, when it started and ended). `methods` lists the structured-output methods the
+server accepts (others get HTTP 400, like a server without them); `latency` is a fixed delay per call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from selfcrag.prompts.tokens import count_tokens
+
+ALL_METHODS = ("json_schema", "function_calling", "json_mode")
+
+
+@dataclass
+class Request:
+    body: dict[str, Any]
+    started: float = 0.0
+    ended: float = 0.0
+    status: int = 0
+
+    @property
+    def method(self) -> str:
+        """How the request asks for structure: json_schema, function_calling, json_mode, or text."""
+        if self.body.get("tools"):
+            return "function_calling"
+        kind = (self.body.get("response_format") or {}).get("type")
+        return {"json_schema": "json_schema", "json_object": "json_mode"}.get(kind, "text")
+
+    @property
+    def schema(self) -> str:
+        """The name of the requested schema or tool, "" for a plain request."""
+        if self.body.get("tools"):
+            return self.body["tools"][0]["function"]["name"]
+        return ((self.body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+
+    def _texts(self, role: str) -> list[str]:
+        return [_content(m) for m in self.body.get("messages", []) if m.get("role") == role]
+
+    @property
+    def system(self) -> str:
+        return "\n".join(self._texts("system"))
+
+    @property
+    def user(self) -> str:
+        """The last user message: the one with this call's evidence and question."""
+        return (self._texts("user") or [""])[-1]
+
+    @property
+    def prompt_tokens(self) -> int:
+        messages = self.body.get("messages", [])
+        schema = self.body.get("tools") or self.body.get("response_format") or ""
+        return sum(count_tokens(_content(m)) + 4 for m in messages) + count_tokens(json.dumps(schema) if schema else "")
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    return "".join(p.get("text", "") for p in content) if isinstance(content, list) else str(content)
+
+
+@dataclass
+class Reply:
+    """What the scripted model says: `data` (sent as a tool call or JSON content, as the request asked), `text`
+    (sent as content whatever was asked: how to script a malformed reply), or an HTTP error."""
+
+    data: Any = None
+    text: str | None = None
+    status: int = 200
+    error: str = ""
+    completion_tokens: int = field(default=0, init=False)
+
+    @classmethod
+    def json(cls, data: Any) -> Reply:
+        return cls(data=data)
+
+    @classmethod
+    def content(cls, text: str) -> Reply:
+        return cls(text=text)
+
+    @classmethod
+    def fail(cls, status: int, message: str = "scripted failure") -> Reply:
+        return cls(status=status, error=message)
+
+
+Responder = Callable[[Request], Reply]
+
+
+class OpenAIServer:
+    def __init__(self, responder: Responder, latency: float = 0.0, methods: tuple[str, ...] = ALL_METHODS) -> None:
+        self.responder = responder
+        self.latency = latency
+        self.methods = methods
+        self.requests: list[Request] = []
+        self.completion_tokens = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def asking(self, text: str) -> list[Request]:
+        """The requests whose system prompt contains `text`."""
+        return [r for r in self.requests if text in r.system]
+
+    @property
+    def tokens(self) -> int:
+        """Prompt + completion tokens of the requests answered (a rejected request costs nothing)."""
+        return sum(r.prompt_tokens for r in self.requests if r.status == 200) + self.completion_tokens
+
+    def _answer(self, request: Request) -> tuple[int, dict[str, Any] | None, Reply]:
+        """Status, the assistant message (None on an error) and the scripted reply."""
+        if self.latency:
+            time.sleep(self.latency)
+        if request.method not in (*self.methods, "text"):
+            return 400, None, Reply.fail(400, f"this server does not support {request.method}")
+        try:
+            reply = self.responder(request)
+        except Exception as exc:  # a responder that breaks is a server error, as it would be for a real server
+            return 500, None, Reply.fail(500, f"{type(exc).__name__}: {exc}")
+        if reply.status != 200:
+            return reply.status, None, reply
+        if request.method == "function_calling" and reply.text is None:
+            arguments = json.dumps(reply.data)
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": request.schema, "arguments": arguments}}]}
+            reply.completion_tokens = count_tokens(arguments)
+        else:
+            text = reply.text if reply.text is not None else json.dumps(reply.data)
+            message = {"role": "assistant", "content": text}
+            reply.completion_tokens = count_tokens(text)
+        with self._lock:
+            self.completion_tokens += reply.completion_tokens
+        return 200, message, reply
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send_json(404, {"error": {"message": "not found"}})
+                    return
+                request = Request(body, started=time.monotonic())
+                with server._lock:
+                    server.requests.append(request)
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    status, message, reply = server._answer(request)
+                    request.status = status
+                    if message is None:
+                        self._send_json(status, {"error": {"message": reply.error, "type": "invalid_request_error"
+                                                           if status == 400 else "server_error"}})  # fmt: skip
+                    elif body.get("stream"):
+                        self._send_stream(body, message, request.prompt_tokens, reply.completion_tokens)
+                    else:
+                        usage = _usage(request.prompt_tokens, reply.completion_tokens)
+                        finish = "tool_calls" if message.get("tool_calls") else "stop"
+                        self._send_json(200, {**_envelope(body, "chat.completion"), "usage": usage, "choices": [
+                            {"index": 0, "message": message, "finish_reason": finish}]})  # fmt: skip
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+                    pass
+                finally:
+                    request.ended = time.monotonic()
+                    with server._lock:
+                        server._in_flight -= 1
+
+            def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _send_stream(self, body: dict[str, Any], message: dict[str, Any], prompt: int, completion: int) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")  # no length: the stream ends when the connection does
+                self.end_headers()
+                self.close_connection = True
+                head = _envelope(body, "chat.completion.chunk")
+
+                def event(delta: dict[str, Any], finish: str | None = None) -> None:
+                    chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+
+                event({"role": "assistant", "content": ""})
+                if message.get("tool_calls"):
+                    call = message["tool_calls"][0]
+                    event({"tool_calls": [{"index": 0, **call}]})
+                    event({}, "tool_calls")
+                else:
+                    for piece in re.findall(r"\s*\S+", message["content"]) or [""]:  # one token per word
+                        event({"content": piece})
+                    event({}, "stop")
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage_chunk = {**head, "choices": [], "usage": _usage(prompt, completion)}
+                    self.wfile.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+        return Handler
+
+
+def _envelope(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-test", "object": kind, "created": int(time.time()), "model": body.get("model", "")}
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

@@ -1,0 +1,97 @@
+"""A plausible model for tests and benchmarks: answers each of selfcrag's prompts as a careful model would, from
+the prompt text alone and deterministically. Tests override single answers; the rest stay plausible.
+
+    model = Plausible(unsupported={"45 days"})
+    OpenAIServer(model.responder())          # through the real ChatOpenAI client
+    model("system prompt", "user prompt")    # directly, e.g. from an in-process chat model
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from typing import Any
+
+from selfcrag.components.offline_grading import coverage, question_terms
+from selfcrag.components.text import split_sentences
+from support.openai_server import Reply, Request
+
+_BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
+_QUESTION = re.compile(r"^Question: (.*)$", re.M)
+
+
+def blocks(text: str, tag: str) -> list[tuple[str, str]]:
+    """(id, text) of every <tag id="..."> block in a prompt, unescaped."""
+    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text) if kind == tag]
+
+
+def question_in(text: str) -> str:
+    found = _QUESTION.findall(text)
+    return found[-1].strip() if found else ""
+
+
+def on_topic(question: str, text: str) -> bool:
+    """Relevant when the passage covers more than half of the question's content words."""
+    covered, _ = coverage(question_terms(question), text)
+    return covered > 0.5
+
+
+class Plausible:
+    """Which prompt is which is read from its system prompt; what to answer, from its evidence and question."""
+
+    def __init__(self, relevant: Callable[[str, str], bool] = on_topic, unsupported: set[str] | None = None,
+                 answer: Callable[[str, list[tuple[str, str]]], str] | None = None, usefulness: float = 0.9) -> None:
+        self.relevant = relevant
+        self.unsupported = unsupported or set()  # statements containing one of these are judged unsupported
+        self.answer = answer or first_sentence_answer
+        self.usefulness = usefulness
+
+    def __call__(self, system: str, user: str) -> Any:
+        """A dict (JSON) for a grader prompt, a string for the generator."""
+        question = question_in(user)
+        if "Grade every passage" in system:
+            return {"grades": [self._verdict(question, ident, text) for ident, text in blocks(user, "passage")]}
+        if "Grade the passage" in system:
+            ident, text = blocks(user, "passage")[0]
+            return self._verdict(question, ident, text)
+        if "select evidence" in system:
+            strips = blocks(user, "strip")
+            return {"keep": [{"id": i, "score": 0.9} for i, text in strips if self.relevant(question, text)]}
+        if "statement by statement" in system:
+            answer = blocks(user, "answer")[0][1]
+            statements = [re.sub(r"\s*\[doc_\d+\]", "", s) for s in split_sentences(answer)]
+            return {"statements": [{"text": s, "verdict": self._verdict_on(s), "reason": "checked"}
+                                   for s in statements]}  # fmt: skip
+        if "grade whether an answer" in system:
+            return {"score": self.usefulness, "missing": "", "reason": "answers the question"}
+        if "web search query" in system:
+            return {"query": " ".join(w for w in re.findall(r"\w+", question) if len(w) > 3)[:60], "reason": "keywords"}
+        if "search queries for a knowledge base" in system:
+            return {"query": f"{question} details", "reason": "adds the missing detail"}
+        return self.answer(question, blocks(user, "evidence"))
+
+    def _verdict(self, question: str, ident: str, text: str) -> dict[str, Any]:
+        label = "correct" if self.relevant(question, text) else "incorrect"
+        return {"id": ident, "label": label, "confidence": 0.9, "reason": "on topic" if label == "correct" else "off"}
+
+    def _verdict_on(self, statement: str) -> str:
+        return "unsupported" if any(u in statement for u in self.unsupported) else "grounded"
+
+    def responder(self) -> Callable[[Request], Reply]:
+        """For OpenAIServer: JSON replies as JSON, answers as text."""
+
+        def respond(request: Request) -> Reply:
+            said = self(request.system, request.user)
+            return Reply.content(said) if isinstance(said, str) else Reply.json(said)
+
+        return respond
+
+
+def first_sentence_answer(question: str, evidence: list[tuple[str, str]]) -> str:
+    """The first sentence of the best document, cited: what a careful model says when the evidence answers."""
+    if not evidence:
+        return "INSUFFICIENT: no evidence"
+    ident, text = evidence[0]
+    sentence = split_sentences(text.split("\n...\n")[0])[0].rstrip(".")
+    return f"{sentence} [{ident}]."
