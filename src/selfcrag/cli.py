@@ -31,13 +31,15 @@ def _progress(done: int, total: int) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from selfcrag.components.embeddings import default_embedder
+    from selfcrag import Context
+    from selfcrag.components.embeddings import embedder_for
     from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
 
     started = time.perf_counter()
+    embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
     documents = load_documents(args.paths)
     chunks = chunk_documents(documents)
-    index = HybridIndex.build(chunks, default_embedder(), on_progress=_progress if sys.stderr.isatty() else None)
+    index = HybridIndex.build(chunks, embedder, on_progress=_progress if sys.stderr.isatty() else None)
     index.save(args.index)
     seconds = time.perf_counter() - started
     print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
@@ -51,10 +53,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from selfcrag import Context, graph
     from selfcrag.components.retrieval import open_index
 
-    context = Context.from_env(index_dir=args.index)
+    # --model: this run on the model backend with that model; otherwise the environment decides (Context.backend).
+    context = Context.from_env(index_dir=args.index, generator_model=args.model or None,
+                               backend="model" if args.model else None,
+                               embeddings=args.embeddings or None)  # fmt: skip
     if args.index:
-        open_index(args.index)  # fail fast, with the loader's one-line message, before the run starts
-    result = graph.invoke({"question": question}, context=context)
+        from selfcrag.components.embeddings import embedder_for
+
+        # Fail fast, with the loader's one-line message (a missing index, other embeddings), before the run starts.
+        open_index(args.index, embedder_for(context.embeddings))
+    if args.stream:  # progress and tokens live on stderr; the answer on stdout as usual
+        from selfcrag.streaming import stream_run
+
+        result, timings = stream_run(graph, {"question": question}, context, sys.stderr)
+        print(timings.summary(), file=sys.stderr)
+    else:
+        result = graph.invoke({"question": question}, context=context)
+    result.pop("messages", None)  # the chat copy of the answer; `answer` and `citations` already say it
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:
@@ -90,6 +105,9 @@ def parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="build an index from folders, .md/.txt files or a JSONL corpus")
     ingest.add_argument("paths", nargs="+", help="folders, .md/.txt/.pdf files, or .jsonl with id/title/text")
     ingest.add_argument("--index", required=True, help="directory to write the index to")
+    embeddings_help = ("`local` (default, offline MiniLM) or `openai:<model>` at OPENAI_BASE_URL; default: "
+                       "SELFCRAG_EMBEDDINGS. An index is read with the embeddings that built it.")
+    ingest.add_argument("--embeddings", default="", help=embeddings_help)
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")
@@ -97,6 +115,11 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--index", default="", help="index directory from `selfcrag ingest`")
     ask.add_argument("--json", action="store_true", help="print the whole output as one JSON object")
     ask.add_argument("--trace", action="store_true", help="show the path the graph took and why")
+    ask.add_argument("--embeddings", default="", help=embeddings_help)
+    ask.add_argument("--model", default="", help="answer with this chat model, as provider:model (e.g. "
+                     "openai:gpt-4o-mini); needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
+    ask.add_argument("--stream", action="store_true",
+                     help="show progress and answer tokens live on stderr, with the time to the first token")
     ask.set_defaults(run=cmd_ask)
     return top
 

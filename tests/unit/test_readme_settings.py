@@ -1,0 +1,37 @@
+"""README's settings table is the one `scripts/settings_table.py` generates from `Context`: it cannot drift."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import fields
+from pathlib import Path
+
+from selfcrag import Context
+
+ROOT = Path(__file__).parents[2]
+spec = importlib.util.spec_from_file_location("settings_table", ROOT / "scripts" / "settings_table.py")
+assert spec and spec.loader
+settings_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(settings_table)
+
+
+def test_readme_table_is_up_to_date():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert settings_table.with_table(readme) == readme, "run: python scripts/settings_table.py"
+    assert settings_table.main(["--check"]) == 0
+
+
+def test_every_setting_has_a_row_with_its_default_and_description():
+    rows = settings_table.table().splitlines()[2:]
+    assert [row.split("|")[1].strip(" `") for row in rows] == [f.name for f in fields(Context)]
+    for row, f in zip(rows, fields(Context), strict=True):
+        assert f.metadata["description"], f"{f.name} has no description"
+        assert f.metadata["description"].replace("|", "\\|") in row
+        assert f"`{f.default!r}`" in row if isinstance(f.default, str) else f"`{f.default}`" in row
+
+
+def test_regenerating_is_idempotent_and_touches_only_the_table():
+    text = f"intro\n{settings_table.START}\nold table\n{settings_table.END}\noutro\n"
+    once = settings_table.with_table(text)
+    assert settings_table.with_table(once) == once
+    assert once.startswith("intro\n") and once.endswith("\noutro\n") and "old table" not in once
