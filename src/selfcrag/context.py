@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from selfcrag.quality.thresholds import Thresholds
 
 
 def _env(name: str, default: Any) -> Any:
@@ -86,19 +89,54 @@ class Context:
     max_answer_sentences: int = field(
         default=2, metadata={"description": "Offline generator: most evidence sentences in an answer."}
     )
-    groundedness_threshold: float = field(
-        default=0.75, metadata={"description": "An answer with groundedness below this is regenerated."}
+    # --- quality bar: domain preset, risk, per-threshold overrides (quality/thresholds.py) ------------
+    domain: Literal["general", "customer_service", "financial", "medical", "legal"] = field(
+        default="general",
+        metadata={"description": "Preset of minimum context relevance / groundedness / answer relevance / "
+                  "confidence: general .70/.75/.70/.72, customer_service .75/.80/.75/.77, financial "
+                  ".85/.85/.80/.83, medical and legal .90/.90/.85/.88."},
     )
-    answer_relevance_threshold: float = field(
-        default=0.7, metadata={"description": "An answer scoring below this triggers a query rewrite."}
+    risk: Literal["low", "normal", "critical"] = field(
+        default="normal", metadata={"description": "Moves every preset minimum by -0.05 / 0 / +0.05."}
     )
-    # --- decision ----------------------------------------------------------------------------------
-    answer_confidence: float = field(
-        default=0.72, metadata={"description": "Confidence at or above this: answer without caveat."}
+    min_context_relevance: float = field(
+        default=-1.0,
+        metadata={"description": "Override: minimum relevance of the evidence used (negative = from the preset); "
+                  "weaker evidence is corrected before generating."},
     )
-    caveat_confidence: float = field(
-        default=0.5,
-        metadata={"description": "Confidence at or above this (and below answer_confidence): answer with a caveat."},
+    min_groundedness: float = field(
+        default=-1.0,
+        metadata={"description": "Override: minimum groundedness (negative = from the preset); below it the "
+                  "answer is regenerated, and never shown."},
+    )
+    min_answer_relevance: float = field(
+        default=-1.0,
+        metadata={"description": "Override: minimum answer relevance (negative = from the preset); below it the "
+                  "query is rewritten."},
+    )
+    min_confidence: float = field(
+        default=-1.0,
+        metadata={"description": "Override: minimum confidence for a plain answer (negative = from the preset)."},
+    )
+    caveat_band: float = field(
+        default=0.15,
+        metadata={"description": "Scores up to this far below their minimum still answer, with a caveat saying "
+                  "what is uncertain; further below, abstain (or human review)."},
+    )
+    # --- confidence: weights of its four signals (quality/confidence.py) -----------------------------
+    weight_retrieval: float = field(
+        default=0.30, metadata={"description": "Confidence weight: best evidence relevance and source diversity."}
+    )
+    weight_coverage: float = field(
+        default=0.25, metadata={"description": "Confidence weight: share of the question's terms the evidence covers."}
+    )
+    weight_faithfulness: float = field(
+        default=0.35, metadata={"description": "Confidence weight: groundedness of the answer."}
+    )
+    weight_coherence: float = field(
+        default=0.10,
+        metadata={"description": "Confidence weight: the answer addresses the question and agrees with earlier "
+                  "answers in the thread."},
     )
     # --- bounds (the graph's own counters; never LangGraph's recursion limit) -----------------------
     max_retrieval_rounds: int = field(default=3, metadata={"description": "Most retrieval rounds per run."})
@@ -180,11 +218,23 @@ class Context:
                   "highest-scoring strips are kept."},
     )
 
+    def thresholds(self) -> Thresholds:
+        """The run's active minimums: domain preset, moved by risk, then the overrides."""
+        from selfcrag.quality.thresholds import thresholds_for
+
+        return thresholds_for(self)
+
     def __post_init__(self) -> None:
         if not 0 <= self.lower_threshold <= self.upper_threshold <= 1:
             raise ValueError("need 0 <= lower_threshold <= upper_threshold <= 1")
-        if not 0 <= self.caveat_confidence <= self.answer_confidence <= 1:
-            raise ValueError("need 0 <= caveat_confidence <= answer_confidence <= 1")
+        for name in ("min_context_relevance", "min_groundedness", "min_answer_relevance", "min_confidence"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be at most 1 (negative = from the preset)")
+        if not 0 <= self.caveat_band <= 1:
+            raise ValueError("caveat_band must be in [0, 1]")
+        weights = (self.weight_retrieval, self.weight_coverage, self.weight_faithfulness, self.weight_coherence)
+        if min(weights) < 0 or sum(weights) <= 0:
+            raise ValueError("confidence weights must be >= 0 and not all 0")
         for name in ("k", "max_retrieval_rounds", "max_generations", "max_strips", "web_results"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

@@ -43,11 +43,22 @@ def after_grading(state: State, settings: Context) -> str:
     return "finalize"
 
 
+def evidence_too_weak(state: State, settings: Context) -> bool:
+    """Pre-generation gate: the best strip is below the domain's minimum context relevance by more than the
+    caveat band, so any answer from it would be withheld; correct the evidence before generating."""
+    best = max((s["score"] for s in state.get("knowledge") or []), default=0.0)
+    return best < settings.thresholds().context_relevance - settings.caveat_band
+
+
 def after_refine(state: State, settings: Context) -> str:
-    """Ambiguous evidence is supplemented from the web; no surviving knowledge means correct again."""
+    """Ambiguous evidence is supplemented from the web; weak or no surviving knowledge means correct again."""
     if state.get("crag_action") == "ambiguous" and can_search_web(state):
         return "web_search"
     if state.get("knowledge"):
+        if evidence_too_weak(state, settings) and can_search_web(state):
+            return "web_search"
+        if evidence_too_weak(state, settings) and can_retry_retrieval(state, settings):
+            return "rewrite_query"
         return "generate"
     if can_search_web(state):
         return "web_search"

@@ -29,7 +29,7 @@ QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_que
 RETURNS = "How many days do I have to return an item?"
 DECISIONS = {"answer", "answer_with_caveat", "abstain"}
 # Confidence thresholds no answer reaches: a drafted answer goes to human review instead of being shown.
-REVIEW_EVERY_ANSWER = {"human_review": True, "answer_confidence": 1.0, "caveat_confidence": 1.0}
+REVIEW_EVERY_ANSWER = {"human_review": True, "min_confidence": 1.0, "caveat_band": 0.0}
 
 
 def free_port() -> int:

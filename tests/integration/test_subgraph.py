@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 RETURNS = "How many days do I have to return an item?"
 HEADPHONES = "How long do I have to send back a pair of headphones?"
 # Confidence thresholds no answer reaches: a drafted answer goes to human review instead of being shown.
-REVIEW_EVERY_ANSWER = {"human_review": True, "answer_confidence": 1.0, "caveat_confidence": 1.0}
+REVIEW_EVERY_ANSWER = {"human_review": True, "min_confidence": 1.0, "caveat_band": 0.0}
 
 
 def load_example(name: str) -> Any:

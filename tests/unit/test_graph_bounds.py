@@ -90,7 +90,7 @@ def nodes_of(result):
 
 def test_happy_path_answers_once():
     fake = Fixed()
-    result = graph_with(fake).invoke({"question": "How long do returns take?"}, context=Context(answer_confidence=0.5))
+    result = graph_with(fake).invoke({"question": "How long do returns take?"}, context=Context(min_confidence=0.5))
     assert nodes_of(result) == ["prepare", "retrieve", "grade_documents", "refine", "generate",
                                 "check_hallucination", "grade_answer", "finalize"]
     assert result["decision"] == "answer"
@@ -158,7 +158,7 @@ def test_incorrect_with_web_search_replaces_evidence_with_web_results():
         return fake_grade(question, items, settings)
 
     fake.grade = grade
-    result = graph_with(fake).invoke({"question": "q"}, context=Context(answer_confidence=0.5))
+    result = graph_with(fake).invoke({"question": "q"}, context=Context(min_confidence=0.5))
     assert nodes_of(result)[:6] == ["prepare", "retrieve", "grade_documents", "rewrite_query", "web_search", "generate"]
     assert fake.seen["rewrite_web"] == 1
     assert calls == ["web graded"]

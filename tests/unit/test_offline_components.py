@@ -234,7 +234,7 @@ def test_groundedness_rejects_a_wrong_number_and_an_invented_name(embedder, sett
     strips = [strip("returns")]
     checker = OfflineGroundednessChecker(embedder)
     wrong_number = checker.check("You can return most items within 45 days of delivery. [doc_1]", strips, settings)
-    assert not wrong_number.grounded and wrong_number.score < settings.groundedness_threshold
+    assert not wrong_number.grounded and wrong_number.score < settings.thresholds().groundedness
     assert "number 45 not in the evidence" in wrong_number.flags
     assert wrong_number.unsupported == ["You can return most items within 45 days of delivery."]
     invented = checker.check(

@@ -112,5 +112,5 @@ class OfflineGroundednessChecker:
 
         supported_share = 1 - len(unsupported) / len(sentences)
         score = min(1.0, max(0.0, supported_share - FLAG_PENALTY * len(flags)))
-        return GroundednessCheck(score=round(score, 4), grounded=score >= settings.groundedness_threshold,
+        return GroundednessCheck(score=round(score, 4), grounded=score >= settings.thresholds().groundedness,
                                  unsupported=unsupported, flags=flags)

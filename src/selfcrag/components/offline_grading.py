@@ -440,5 +440,5 @@ class OfflineAnswerGrader:
             missing.append(messages.phrase("not_in_answer", language, messages.listing(missing_terms, language)))
         reason = (f"expects {kind}{'' if typed else ' (absent)'}; covers {covered:.0%} of question terms; "
                   f"similarity {similarity:.2f}")
-        return AnswerGrade(score=round(score, 4), useful=score >= settings.answer_relevance_threshold,
+        return AnswerGrade(score=round(score, 4), useful=score >= settings.thresholds().answer_relevance,
                            missing=messages.separate(missing, language), reason=reason)

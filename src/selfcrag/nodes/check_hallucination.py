@@ -19,7 +19,7 @@ def make(components: Components):  # noqa: ANN201
         check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings)
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
-        reason = f"groundedness {check.score:.2f} (threshold {settings.groundedness_threshold})"
+        reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"
         emit("check_hallucination", f"groundedness {check.score:.2f}: "
              + ("grounded" if check.grounded else f"{len(check.unsupported)} unsupported statements"),
              grounded=check.grounded, unsupported=len(check.unsupported))

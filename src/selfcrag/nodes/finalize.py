@@ -13,7 +13,8 @@ from selfcrag.components.offline_grading import coverage, join_pairs, question_t
 from selfcrag.context import Context, settings_of
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
-from selfcrag.quality.confidence import confidence, triad
+from selfcrag.quality.confidence import confidence, signals, triad
+from selfcrag.quality.consistency import contradictions
 from selfcrag.state import State
 
 
@@ -37,31 +38,68 @@ def missing_evidence(state: State) -> str:
     return ""
 
 
-# An answer whose relevance falls short of the usefulness threshold by at most this much may still be given,
-# with a caveat; further below it answers a different question (picked on the sample KB and SQuAD dev sample).
-CAVEAT_BAND = 0.1
+TRIAD = ("context_relevance", "groundedness", "answer_relevance")
+CLOSE_CALL = 0.1  # two documents this close in relevance: the question may mean either
+
+
+def earlier_answers(state: State) -> list[str]:
+    """What the assistant answered before in this thread (abstentions claim nothing)."""
+    found = []
+    for message in state.get("messages") or []:
+        kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", "")
+        extra = message.get("additional_kwargs", {}) if isinstance(message, dict) else message.additional_kwargs
+        content = message.get("content") if isinstance(message, dict) else message.content
+        if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain",):
+            found.append(content)
+    return found
+
+
+def clarifying_question(state: State, settings: Context, language: str) -> str:
+    """When the two best documents are about different things and equally relevant, ask which one is meant."""
+    by_id = {p["id"]: p for p in state.get("documents") or []}
+    best: dict[str, tuple[float, str]] = {}
+    for grade in state.get("grades") or []:
+        passage = by_id.get(grade["id"])
+        if passage and grade["score"] >= settings.lower_threshold:
+            title = passage["title"] or passage["doc_id"]
+            best[passage["doc_id"]] = max(best.get(passage["doc_id"], (0.0, title)), (grade["score"], title))
+    ranked = sorted(best.values(), reverse=True)
+    if len(ranked) >= 2 and ranked[0][0] - ranked[1][0] <= CLOSE_CALL and ranked[0][1] != ranked[1][1]:
+        return messages.phrase("clarify", language, ranked[0][1], ranked[1][1])  # type: ignore[arg-type]
+    return ""
 
 
 def make(components: Components):  # noqa: ANN201
     def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         language = language_of(state.get("question", ""))
+        minimum, band = settings.thresholds(), settings.caveat_band
         scores = triad(state)
-        value, weakest = confidence(scores)
+        conflicts = contradictions(state.get("answer") or "", earlier_answers(state))
+        explained = confidence(signals(state, scores, bool(conflicts)), settings)
+        value = explained["value"]
+        measured = {**scores, "confidence": value}
+        floors = {"context_relevance": minimum.context_relevance, "groundedness": minimum.groundedness,
+                  "answer_relevance": minimum.answer_relevance, "confidence": minimum.overall}
+        below = [name for name in floors if measured[name] < floors[name]]  # type: ignore[literal-required]
+        far_below = [name for name in below if measured[name] < floors[name] - band]  # type: ignore[literal-required]
+        quality = {"thresholds": floors, "passed": not below, "below": below}
         # An answer that failed the hallucination check after every regeneration is never shown as an answer.
         draft = (state.get("answer") or "") if state.get("grounded") else ""
-        update: dict[str, Any] = {"scores": scores, "confidence": value}
-        relevant = scores["answer_relevance"] >= settings.answer_relevance_threshold - CAVEAT_BAND
-        if draft and state.get("answer_useful") and value >= settings.answer_confidence:
-            decision, reason = "answer", f"confidence {value:.2f} >= {settings.answer_confidence}"
-        elif draft and relevant and value >= settings.caveat_confidence:
-            decision, reason = "answer_with_caveat", f"confidence {value:.2f}; weakest signal: {weakest}"
-            reasons = [f"{messages.signal(weakest, language)} {scores[weakest]:.2f}"]  # type: ignore[literal-required]
+        update: dict[str, Any] = {"scores": scores, "confidence": value, "confidence_explanation": explained,
+                                  "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
+        if draft and not below and not conflicts:
+            decision, reason = "answer", f"every score meets the {settings.domain} preset; {explained['summary']}"
+        elif draft and not far_below:
+            decision = "answer_with_caveat"
+            reasons = [f"{messages.signal(n, language)} {measured[n]:.2f}" for n in below]  # type: ignore[literal-required]
+            reasons += [messages.phrase("contradicts", language, c["earlier"]) for c in conflicts[:1]]
             if state.get("feedback"):  # the answer grader's words: what the answer leaves out
                 reasons.append(state["feedback"])
+            reason = f"within {band} of the minimum: {', '.join(below) or 'contradiction'}; {explained['summary']}"
             update["answer"] = f"{draft}\n\n" + messages.caveat(reasons, language)
         elif state.get("answer") and settings.human_review:
-            decision, reason = "human_review", f"confidence {value:.2f} below the caveat band or answer ungrounded"
+            decision, reason = "human_review", f"below the caveat band or ungrounded; {explained['summary']}"
         else:
             decision = "abstain"
             missing = missing_evidence(state)
@@ -70,8 +108,11 @@ def make(components: Components):  # noqa: ANN201
             elif not draft:
                 reason = f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)"
             else:
-                reason = f"confidence {value:.2f} < {settings.caveat_confidence}; weakest signal: {weakest}"
-            update |= {"answer": messages.abstain(missing, language), "citations": [], "missing": missing}
+                reason = f"too far below the minimum: {', '.join(far_below)}; {explained['summary']}"
+            text = messages.abstain(missing, language)
+            if question := clarifying_question(state, settings, language):
+                text, update["clarifying_question"] = f"{text} {question}", question
+            update |= {"answer": text, "citations": [], "missing": missing}
         update["decision"] = decision
         update["trace"] = [
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores), "draft": draft}

@@ -16,7 +16,7 @@ def make(components: Components):  # noqa: ANN201
     def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         grade = components.answer_grader.grade(state["question"], state.get("answer") or "", settings)
-        reason = f"answer relevance {grade.score:.2f} (threshold {settings.answer_relevance_threshold})"
+        reason = f"answer relevance {grade.score:.2f} (threshold {settings.thresholds().answer_relevance})"
         if grade.missing:
             reason += f"; missing: {grade.missing}"
         return {

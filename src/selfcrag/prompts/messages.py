@@ -32,6 +32,8 @@ PHRASES: dict[str, dict[Language, str]] = {
     "type_not_in_answer": {"en": "no {} in the answer", "zh": "回答中没有{}"},
     "not_in_answer": {"en": "does not mention: {}", "zh": "回答没有提到：{}"},
     "unsupported": {"en": "support for: {}", "zh": "以下内容缺少依据：{}"},
+    "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
+    "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {
@@ -46,6 +48,7 @@ SIGNALS: dict[str, dict[Language, str]] = {
     "context_relevance": {"en": "context relevance", "zh": "资料相关性"},
     "groundedness": {"en": "groundedness", "zh": "有据程度"},
     "answer_relevance": {"en": "answer relevance", "zh": "回答相关性"},
+    "confidence": {"en": "confidence", "zh": "置信度"},
 }
 
 

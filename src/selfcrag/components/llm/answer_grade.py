@@ -38,10 +38,11 @@ class LLMAnswerGrader:
                     prompts.answer_grade(question, answer), settings)  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
         if reply.value is None:
-            return AnswerGrade(score=settings.answer_relevance_threshold, useful=True, error=reply.error,
+            return AnswerGrade(score=settings.thresholds().answer_relevance, useful=True, error=reply.error,
                                reason=f"answer grader failed: {reply.error}; taken as useful (fails open)",
                                **usage)
         verdict = reply.value
         missing = "" if verdict.missing.strip().lower().rstrip(".") in _NOTHING else verdict.missing.strip()
-        return AnswerGrade(score=round(verdict.score, 4), useful=verdict.score >= settings.answer_relevance_threshold,
-                           missing=missing, reason=verdict.reason, **usage)
+        useful = verdict.score >= settings.thresholds().answer_relevance
+        return AnswerGrade(score=round(verdict.score, 4), useful=useful, missing=missing, reason=verdict.reason,
+                           **usage)

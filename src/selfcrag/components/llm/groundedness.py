@@ -62,5 +62,5 @@ class LLMGroundednessChecker:
         supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
         score = min(1.0, max(0.0, supported / len(statements) - FLAG_PENALTY * len(flags)))
         unsupported = list(dict.fromkeys([s.text for s in statements if s.verdict == "unsupported"] + flagged))
-        return GroundednessCheck(score=round(score, 4), grounded=score >= settings.groundedness_threshold,
+        return GroundednessCheck(score=round(score, 4), grounded=score >= settings.thresholds().groundedness,
                                  unsupported=unsupported, flags=flags, **usage)
