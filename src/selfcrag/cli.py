@@ -56,7 +56,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     # --model: this run on the model backend with that model; otherwise the environment decides (Context.backend).
     context = Context.from_env(index_dir=args.index, generator_model=args.model or None,
                                backend="model" if args.model else None,
-                               embeddings=args.embeddings or None)  # fmt: skip
+                               embeddings=args.embeddings or None, domain=args.domain or None,
+                               risk=args.risk or None)  # fmt: skip
     if args.index:
         from selfcrag.components.embeddings import embedder_for
 
@@ -116,6 +117,11 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the whole output as one JSON object")
     ask.add_argument("--trace", action="store_true", help="show the path the graph took and why")
     ask.add_argument("--embeddings", default="", help=embeddings_help)
+    domains = ["general", "customer_service", "financial", "medical", "legal"]
+    ask.add_argument("--domain", default="", choices=["", *domains],
+                     help="quality preset: how good evidence and answer must be before answering (default general)")
+    ask.add_argument("--risk", default="", choices=["", "low", "normal", "critical"],
+                     help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     ask.add_argument("--model", default="", help="answer with this chat model, as provider:model (e.g. "
                      "openai:gpt-4o-mini); needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
     ask.add_argument("--stream", action="store_true",

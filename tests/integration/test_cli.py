@@ -75,3 +75,12 @@ def test_unreadable_jsonl_line_is_reported(tmp_path: Path):
     proc = run("ingest", str(bad), "--index", str(tmp_path / "i"))
     assert proc.returncode != 0
     assert "bad.jsonl:2: invalid JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_domain_and_risk_move_the_decision():
+    question = "How long do I have to send back a pair of headphones?"
+    general = json.loads(run("ask", question, "--json").stdout)
+    medical = json.loads(run("ask", question, "--json", "--domain", "medical", "--risk", "critical").stdout)
+    assert general["decision"] == "answer_with_caveat" and medical["decision"] == "abstain"
+    assert medical["quality"]["thresholds"]["confidence"] == 0.93
+    assert run("ask", question, "--domain", "astrology").returncode == 2  # argparse names the choices
