@@ -332,3 +332,13 @@ def test_rewriter_expands_the_kb_query_and_keeps_the_web_query_short(settings):
     web = rewriter.rewrite(question, question, evidence, "", True, settings)
     assert 0 < len(web.query.split()) <= 8
     assert "refund" in web.query and "how" not in web.query.split()
+
+
+def test_an_affirmative_answer_to_a_negated_question_is_not_useful(embedder, settings):
+    grader = OfflineAnswerGrader(embedder)
+    question = "What damage is not covered by the warranty?"
+    flipped = grader.grade(question, "Manufacturing defects are covered by the warranty. [doc_1]", settings)
+    direct = grader.grade(question, "Accidental damage is not covered by the warranty. [doc_1]", settings)
+    assert not flipped.useful and "asks what is not so" in flipped.missing
+    assert "negated" in flipped.reason and "negated" not in direct.reason
+    assert direct.score > flipped.score

@@ -403,6 +403,10 @@ WEAK_TYPES = {"generic", "yesno", "reason"}
 UNTYPED_FACTOR = 0.8
 
 
+_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot)\b|n't\b", re.I)
+NEGATION_FACTOR = 0.5
+
+
 class OfflineAnswerGrader:
     """Does the answer address the question? Expected answer type + term coverage + similarity."""
 
@@ -434,11 +438,18 @@ class OfflineAnswerGrader:
                      + weights["similarity"] * signal) / sum(weights.values())
         language = language_of(question)
         missing = []
+        # "What is NOT ...?" is answered only by a statement of what is not; an affirmative sentence on the same
+        # topic answers the opposite question (a common way to ask what the evidence does not say).
+        flipped = bool(_ASKS_NEGATED.search(question)) and not _ASKS_NEGATED.search(text)
+        if flipped:
+            score *= NEGATION_FACTOR
+            missing.append(messages.phrase("negation_not_in_answer", language))
         if not typed:
             missing.append(messages.phrase("type_not_in_answer", language, messages.answer_type(kind, language)))
         if missing_terms:
             missing.append(messages.phrase("not_in_answer", language, messages.listing(missing_terms, language)))
-        reason = (f"expects {kind}{'' if typed else ' (absent)'}; covers {covered:.0%} of question terms; "
+        negated = "; asks a negated question" if flipped else ""
+        reason = (f"expects {kind}{'' if typed else ' (absent)'}{negated}; covers {covered:.0%} of question terms; "
                   f"similarity {similarity:.2f}")
         return AnswerGrade(score=round(score, 4), useful=score >= settings.thresholds().answer_relevance,
                            missing=messages.separate(missing, language), reason=reason)

@@ -32,6 +32,8 @@ PHRASES: dict[str, dict[Language, str]] = {
     "type_not_in_answer": {"en": "no {} in the answer", "zh": "回答中没有{}"},
     "not_in_answer": {"en": "does not mention: {}", "zh": "回答没有提到：{}"},
     "unsupported": {"en": "support for: {}", "zh": "以下内容缺少依据：{}"},
+    "negation_not_in_answer": {"en": "the question asks what is not so; the answer states what is",
+                               "zh": "问题问的是否定的情况，回答却是肯定的陈述"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
 }
