@@ -17,28 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
-import string
+import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
-
-
-def normalise(text: str) -> str:
-    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def contains_gold(answer: str, golds: list[str]) -> bool:
-    return any(normalise(g) and normalise(g) in normalise(answer) for g in golds)
-
-
-def load_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from squad_offline import DEFAULT_DATASETS, ROOT, contains_gold, load_jsonl  # noqa: E402
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
