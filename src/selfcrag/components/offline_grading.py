@@ -34,6 +34,7 @@ from selfcrag.components.text import (
 )
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
+from selfcrag.quality.opposites import conflicts
 from selfcrag.quality.rules import LONE_ONE, is_identifier, names
 
 if TYPE_CHECKING:
@@ -403,8 +404,8 @@ WEAK_TYPES = {"generic", "yesno", "reason"}
 UNTYPED_FACTOR = 0.8
 
 
-_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot)\b|n't\b", re.I)
-NEGATION_FACTOR = 0.5
+# An answer that says the opposite of what the question asks (quality.opposites) answers another question.
+CONFLICT_FACTOR = 0.5
 
 
 class OfflineAnswerGrader:
@@ -438,18 +439,18 @@ class OfflineAnswerGrader:
                      + weights["similarity"] * signal) / sum(weights.values())
         language = language_of(question)
         missing = []
-        # "What is NOT ...?" is answered only by a statement of what is not; an affirmative sentence on the same
-        # topic answers the opposite question (a common way to ask what the evidence does not say).
-        flipped = bool(_ASKS_NEGATED.search(question)) and not _ASKS_NEGATED.search(text)
-        if flipped:
-            score *= NEGATION_FACTOR
-            missing.append(messages.phrase("negation_not_in_answer", language))
+        # "What is NOT ...?" answered by what is, "the least" by "the most", "nineteen" by "nine": the answer
+        # is about something else than the question asks, however similar the words.
+        found = conflicts(question, text)
+        if found:
+            score *= CONFLICT_FACTOR
+            missing += [messages.conflict(c.kind, c.asked, c.stated, language) for c in found]
         if not typed:
             missing.append(messages.phrase("type_not_in_answer", language, messages.answer_type(kind, language)))
         if missing_terms:
             missing.append(messages.phrase("not_in_answer", language, messages.listing(missing_terms, language)))
-        negated = "; asks a negated question" if flipped else ""
-        reason = (f"expects {kind}{'' if typed else ' (absent)'}{negated}; covers {covered:.0%} of question terms; "
+        opposite = "".join(f"; asks {c.asked!r}, answer says {c.stated or 'what is'!r}" for c in found)
+        reason = (f"expects {kind}{'' if typed else ' (absent)'}{opposite}; covers {covered:.0%} of question terms; "
                   f"similarity {similarity:.2f}")
         return AnswerGrade(score=round(score, 4), useful=score >= settings.thresholds().answer_relevance,
                            missing=messages.separate(missing, language), reason=reason)

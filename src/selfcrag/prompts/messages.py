@@ -34,6 +34,8 @@ PHRASES: dict[str, dict[Language, str]] = {
     "unsupported": {"en": "support for: {}", "zh": "以下内容缺少依据：{}"},
     "negation_not_in_answer": {"en": "the question asks what is not so; the answer states what is",
                                "zh": "问题问的是否定的情况，回答却是肯定的陈述"},
+    "opposite_in_answer": {"en": "the question asks about \"{}\"; the answer says \"{}\"",
+                           "zh": "问题问的是“{}”，回答说的却是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
 }
@@ -72,6 +74,13 @@ def phrase(key: str, language: Language = "en", *values: str) -> str:
 def answer_type(kind: str, language: Language = "en") -> str:
     """The name of an expected kind of answer ("number", "数字"); empty for a question of no particular kind."""
     return ANSWER_TYPES[kind][language] if kind in ANSWER_TYPES else ""
+
+
+def conflict(kind: str, asked: str, stated: str, language: Language = "en") -> str:
+    """What the answer says instead of what the question asks (quality.opposites)."""
+    if kind == "negation":
+        return phrase("negation_not_in_answer", language)
+    return phrase("opposite_in_answer", language, asked, stated)
 
 
 def signal(name: str, language: Language = "en") -> str:

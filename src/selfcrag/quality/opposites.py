@@ -1,0 +1,138 @@
+"""Does the answer speak of the opposite of what the question asks?
+
+A question can look answered by a sentence that says the reverse: "what is the least ..." over a sentence on
+"the most ...", "unconnected graphs" over "connected graphs", "nineteen nations" over "nine nations", "what is
+not ..." over an affirmative sentence. Such a sentence shares nearly every word with the question and sits
+close to it in embedding space, so it passes every similarity check while answering another question (this is
+how SQuAD 2.0 writes many of its unanswerable questions). These exact checks run beside the similarity, in
+English and Chinese. Each finding names what the question asks and what the answer says instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from selfcrag.components.text import numbers, stem, words
+
+# Pairs of opposites, written from general English and Chinese usage (not from any evaluation data). Words that
+# answers often mention side by side whatever the question (east/west, same/different) are left out.
+_PAIRS_EN = """
+most least|more less|more fewer|many few|first last|before after|earlier later|early late|earliest latest|
+increase decrease|increase reduce|rise fall|raise lower|gain loss|grow shrink|growth decline|expand contract|
+high low|higher lower|highest lowest|large small|larger smaller|largest smallest|big small|bigger smaller|
+biggest smallest|long short|longer shorter|longest shortest|major minor|maximum minimum|old young|older younger|
+oldest youngest|old new|oldest newest|ancient modern|begin end|start end|beginning end|win lose|victory defeat|
+accept reject|allow forbid|allow ban|agree disagree|strong weak|stronger weaker|strongest weakest|rich poor|
+richer poorer|wealthy poor|success failure|succeed fail|positive negative|internal external|inside outside|
+private public|male female|men women|best worst|better worse|good bad|include exclude|open close|import export|
+buy sell|birth death|born died|support oppose|true false|common rare|fast slow|faster slower|hot cold|
+warm cool|wet dry|heavy light|deep shallow|wide narrow|add remove|simple complex|easy difficult|easier harder|
+majority minority|natural artificial|inner outer|rural urban|domestic foreign|temporary permanent|always never|
+cheap expensive|passive active|input output|arrive depart|peace war|ally enemy|attack defend|offensive defensive|
+superior inferior|predecessor successor|ancestor descendant|lengthen shorten|maximize minimize|above below|
+upper lower|top bottom|entrance exit|gain lose|love hate|reward punish|legal illegal|possible impossible|
+began ended|won lost|rose fell|grew shrank|bought sold
+"""
+_PAIRS_ZH = """
+最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
+第一 最后|允许 禁止|成功 失败|支持 反对|接受 拒绝|开始 结束|免费 收费|包括 不包括|可以 不可以|能 不能
+"""
+
+
+def _opposites(pairs: str, key) -> dict[str, set[str]]:  # noqa: ANN001
+    found: dict[str, set[str]] = {}
+    for pair in pairs.replace("\n", "").split("|"):
+        a, b = (key(w) for w in pair.split())
+        found.setdefault(a, set()).add(b)
+        found.setdefault(b, set()).add(a)
+    return found
+
+
+def _key(word: str) -> str:
+    """Inflections meet ("larger" stays apart from "large": comparatives are pairs of their own)."""
+    return stem(word)
+
+
+OPPOSITES_EN = _opposites(_PAIRS_EN, _key)
+OPPOSITES_ZH = _opposites(_PAIRS_ZH, lambda w: w)
+# Negative prefixes: "unconnected" asks the opposite of "connected", "informal" of "formal". The stem must be a
+# word of five letters or more, so "index" or "impose" are not read as negations.
+_PREFIXES = ("non", "dis", "un", "in", "im", "il", "ir")
+_MIN_STEM = 5
+_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
+_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot)\b|n't\b", re.I)
+# Counts below three are as often words of the sentence as quantities ("one of", "the two sides").
+_MIN_COUNT = 3
+
+Kind = Literal["negation", "opposite", "number"]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: Kind
+    asked: str  # as the question says it ("least", "nineteen", "not")
+    stated: str  # as the answer says it instead ("most", "nine"); empty for a negation
+
+
+def conflicts(question: str, answer: str) -> list[Conflict]:
+    """What the answer says instead of what the question asks: a negated question answered affirmatively,
+    an opposite (most/least, connected/unconnected), or another number."""
+    found: list[Conflict] = []
+    if _ASKS_NEGATED.search(question) and not _NEGATION.search(answer):
+        found.append(Conflict("negation", _ASKS_NEGATED.search(question).group(0).strip(), ""))  # type: ignore[union-attr]
+    found += _opposite_words(question, answer) + _prefix_negations(question, answer) + _other_numbers(question, answer)
+    return found
+
+
+def _opposite_words(question: str, answer: str) -> list[Conflict]:
+    asked = {_key(w): w for w in words(question)}
+    said = {_key(w): w for w in words(answer)}
+    found = [
+        Conflict("opposite", word, said[other])
+        for key, word in asked.items()
+        if key in OPPOSITES_EN and not _mentions(said, key)
+        for other in sorted(OPPOSITES_EN[key])
+        if other in said and other not in asked
+    ]
+    for word, others in OPPOSITES_ZH.items():
+        if word in question and word not in answer:
+            found += [Conflict("opposite", word, other) for other in sorted(others)
+                      if other in answer and other not in question and word not in other]
+    return found[:1]
+
+
+def _mentions(said: dict[str, str], key: str) -> bool:
+    """The answer uses the asked word in some form ("east" in "eastern")."""
+    return any(k.startswith(key) for k in said)
+
+
+def _prefix_negations(question: str, answer: str) -> list[Conflict]:
+    """"unconnected" asked, "connected" answered (or the reverse). An answer that negates in words ("not known")
+    may mean what the prefix does ("unknown"), so it never counts."""
+    if _NEGATION.search(answer):
+        return []
+    asked, said = set(words(question)), set(words(answer))
+    for word in sorted(asked - said):
+        for prefix in _PREFIXES:
+            base = word[len(prefix):]
+            if word.startswith(prefix) and len(base) >= _MIN_STEM and base in said:
+                return [Conflict("opposite", word, base)]
+            if len(word) >= _MIN_STEM and prefix + word in said and prefix + word not in asked:
+                return [Conflict("opposite", word, prefix + word)]
+    return []
+
+
+def _other_numbers(question: str, answer: str) -> list[Conflict]:
+    """The question states a count or year the answer does not, and the answer states a different one."""
+    asked, said = numbers(question), numbers(answer)
+    missing = sorted(n for n in asked - said if n >= _MIN_COUNT)
+    instead = sorted(said - asked)
+    if missing and instead:
+        return [Conflict("number", _shown(missing[0]), _shown(instead[0]))]
+    return []
+
+
+def _shown(value: float) -> str:
+    return str(int(value)) if value.is_integer() else str(value)

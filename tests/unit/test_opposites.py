@@ -1,0 +1,46 @@
+"""The opposite-of-the-question check: each kind of conflict, and the look-alikes it must leave alone."""
+
+import pytest
+
+from selfcrag.quality.opposites import Conflict, conflicts
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("What is the least important open question?", "P versus NP is the most important open question.",
+         Conflict("opposite", "least", "most")),
+        ("What is the second smallest producer of soybeans?", "Brazil is the second-largest producer of soybeans.",
+         Conflict("opposite", "smallest", "largest")),
+        ("What is the set of all unconnected graphs called?", "The language is the set of all connected graphs.",
+         Conflict("opposite", "unconnected", "connected")),
+        ("What captures the formal notion of difficulty?", "It captures the informal notion of difficulty.",
+         Conflict("opposite", "formal", "informal")),
+        ("Nineteen nations have what in this region?", "This region includes territory belonging to nine nations.",
+         Conflict("number", "19", "9")),
+        ("What was the emperor not known for?", "The emperor is known for his cultural contribution.",
+         Conflict("negation", "not", "")),
+        ("30天之后还能退货吗？", "收货后 30 天之前可以退货。", Conflict("opposite", "之后", "之前")),
+    ],
+)
+def test_an_answer_about_the_opposite_is_found(question, answer, expected):
+    assert expected in conflicts(question, answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What is the most important open question?", "P versus NP is the most important open question."),
+        # "not known" says what "unknown" asks
+        ("What is unknown about the classes between L and P?", "It is not known whether L is contained in P."),
+        # the asked word in another form
+        ("Where did water to the east flow?", "Water on the eastern side flowed to the Atlantic, west to the Pacific."),
+        # "one" and "two" are words of the sentence more often than counts
+        ("In what two age groups is immunity weaker?", "Immunity is diminished in the young and the elderly."),
+        ("What damage is not covered by the warranty?", "Accidental damage is not covered by the warranty."),
+        ("When did the dynasty end?", "The dynasty ended in 1368."),
+        ("能不能退货？", "收货后 30 天内能退货。"),
+    ],
+)
+def test_a_matching_answer_has_no_conflict(question, answer):
+    assert conflicts(question, answer) == []
