@@ -67,11 +67,24 @@ def test_human_review_pauses_with_the_case_and_resumes(action):
     done = graph.invoke(Command(resume=reply), thread, context=settings)
     expected = {"approve": "answer", "edit": "answer", "reject": "abstain"}[action]
     assert done["decision"] == expected
-    if action == "edit":
-        assert done["answer"] == "Thirty days from delivery."
+    if action == "edit":  # rewritten without citation markers: the draft's sources are not claimed for it
+        assert done["answer"] == "Thirty days from delivery." and done["citations"] == []
+    if action == "approve":
+        assert done["citations"] == paused["citations"] != []
     if action == "reject":
         assert done["answer"].startswith("I don't know") and done["citations"] == []
     assert done["trace"][-1]["node"] == "human_review"
+
+
+def test_an_edited_answer_keeps_the_sources_it_still_cites():
+    graph = build_graph(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "review-edit-cited"}}
+    settings = Context(human_review=True, min_confidence=0.999, caveat_band=0.0)
+    paused = graph.invoke({"question": CLEAR}, thread, context=settings)
+    [first, *_] = paused["citations"]
+    edited = f"Within thirty days of delivery [{first['ref']}]."
+    done = graph.invoke(Command(resume={"action": "edit", "answer": edited}), thread, context=settings)
+    assert done["answer"] == edited and [c["ref"] for c in done["citations"]] == [first["ref"]]
 
 
 def test_an_answer_that_contradicts_an_earlier_one_in_the_thread_is_named_and_less_confident():

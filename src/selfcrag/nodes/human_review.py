@@ -40,7 +40,9 @@ def make(components: Components):  # noqa: ANN201
             edited = (reply.get("answer") or "").strip() if isinstance(reply, dict) else ""
             if not edited:
                 raise ValueError("human_review `edit` needs the edited text in `answer`")
-            update |= {"decision": "answer", "answer": edited}
+            # The reviewer's text keeps the sources it still cites ([doc_1]); a rewritten answer cites none.
+            kept = [c for c in state.get("citations") or [] if f"[{c['ref']}]" in edited]
+            update |= {"decision": "answer", "answer": edited, "citations": kept}
         else:
             missing = missing_evidence(state)
             answer = messages.abstain(missing, language_of(state.get("question", "")))
