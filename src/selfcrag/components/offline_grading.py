@@ -29,7 +29,7 @@ from selfcrag.components.text import (
     normalise,
     numbers,
     split_sentences,
-    stem,
+    term,
     words,
 )
 from selfcrag.language import has_cjk, language_of
@@ -90,19 +90,6 @@ def scaled(similarity: float) -> float:
 
 
 # --- question terms -----------------------------------------------------------------------------------------
-
-
-def term(word: str) -> str:
-    """A matching key for a word: text.stem plus two fixes so more inflections meet ("shipping"/"ship" and
-    "arrives"/"arrive" stem differently): no final e, no doubled final consonant. Chinese is kept as is."""
-    if not word.isascii():
-        return word
-    s = stem(word)
-    if len(s) >= 4 and s.endswith("e"):
-        s = s[:-1]
-    if len(s) >= 4 and s[-1] == s[-2] and s[-1] not in "aeiouslz":
-        s = s[:-1]
-    return s
 
 
 def fold(text: str) -> str:

@@ -12,8 +12,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Embedder, Rewrite, Strip
-from selfcrag.components.offline_grading import join_pairs, question_terms, term
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, words
+from selfcrag.components.offline_grading import join_pairs, question_terms
+from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, term, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
 

@@ -131,6 +131,19 @@ def stem(word: str) -> str:
     return word
 
 
+def term(word: str) -> str:
+    """A matching key for a word: text.stem plus two fixes so more inflections meet ("shipping"/"ship" and
+    "arrives"/"arrive" stem differently): no final e, no doubled final consonant. Chinese is kept as is."""
+    if not word.isascii():
+        return word
+    s = stem(word)
+    if len(s) >= 4 and s.endswith("e"):
+        s = s[:-1]
+    if len(s) >= 4 and s[-1] == s[-2] and s[-1] not in "aeiouslz":
+        s = s[:-1]
+    return s
+
+
 def content_words(text: str) -> list[str]:
     """Stemmed tokens without stop words or question words: what a passage must cover."""
     return [stem(w) for w in words(text) if w not in STOPWORDS and w not in QUESTION_WORDS]

@@ -14,26 +14,35 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from selfcrag.components.text import numbers, stem, words
+from selfcrag.components.text import numbers, term, words
 
 # Pairs of opposites, written from general English and Chinese usage (not from any evaluation data). Words that
 # answers often mention side by side whatever the question (east/west, same/different) are left out.
 _PAIRS_EN = """
-most least|more less|more fewer|many few|first last|before after|earlier later|early late|earliest latest|
-increase decrease|increase reduce|rise fall|raise lower|gain loss|grow shrink|growth decline|expand contract|
-high low|higher lower|highest lowest|large small|larger smaller|largest smallest|big small|bigger smaller|
-biggest smallest|long short|longer shorter|longest shortest|major minor|maximum minimum|old young|older younger|
-oldest youngest|old new|oldest newest|ancient modern|begin end|start end|beginning end|win lose|victory defeat|
-accept reject|allow forbid|allow ban|agree disagree|strong weak|stronger weaker|strongest weakest|rich poor|
-richer poorer|wealthy poor|success failure|succeed fail|positive negative|internal external|inside outside|
-private public|male female|men women|best worst|better worse|good bad|include exclude|open close|import export|
-buy sell|birth death|born died|support oppose|true false|common rare|fast slow|faster slower|hot cold|
-warm cool|wet dry|heavy light|deep shallow|wide narrow|add remove|simple complex|easy difficult|easier harder|
-majority minority|natural artificial|inner outer|rural urban|domestic foreign|temporary permanent|always never|
-cheap expensive|passive active|input output|arrive depart|peace war|ally enemy|attack defend|offensive defensive|
-superior inferior|predecessor successor|ancestor descendant|lengthen shorten|maximize minimize|above below|
-upper lower|top bottom|entrance exit|gain lose|love hate|reward punish|legal illegal|possible impossible|
-began ended|won lost|rose fell|grew shrank|bought sold
+most least|more less|more fewer|many few|first last|before after|earlier later|early late|
+earliest latest|prior subsequent|past future|increase decrease|increase reduce|increase fall|increase drop|
+decrease rise|decrease grow|rise fall|rose fell|raise lower|gain loss|gain lose|grow shrink|grew shrank|
+growth decline|expand contract|improve worsen|high low|higher lower|highest lowest|large small|larger smaller|
+largest smallest|big small|bigger smaller|biggest smallest|greater lesser|greatest least|long short|
+longer shorter|longest shortest|major minor|maximum minimum|maximize minimize|old young|older younger|
+oldest youngest|old new|older newer|oldest newest|ancient modern|begin end|began ended|start end|start finish|
+beginning end|open close|opened closed|win lose|won lost|victory defeat|winner loser|accept reject|allow forbid|
+allow ban|allow prevent|allow stop|permit forbid|agree disagree|approve reject|support oppose|strong weak|
+stronger weaker|strongest weakest|rich poor|richer poorer|richest poorest|wealthy poor|well poorly|
+success failure|succeed fail|successful unsuccessful|positive negative|internal external|inside outside|
+inner outer|private public|male female|men women|man woman|best worst|better worse|good bad|include exclude|
+import export|imports exports|buy sell|bought sold|birth death|born died|true false|common rare|commonest rarest|
+frequent rare|often rarely|usually rarely|fast slow|faster slower|fastest slowest|quick slow|rapid slow|
+rapidly slowly|quickly slowly|hot cold|warm cool|wet dry|deep shallow|wide narrow|thick thin|
+add remove|simple complex|easy difficult|easy hard|easier harder|easiest hardest|majority minority|
+natural artificial|rural urban|domestic foreign|temporary permanent|always never|cheap expensive|
+passive active|input output|arrive depart|peace war|ally enemy|allies enemies|friend enemy|attack defend|
+offensive defensive|superior inferior|predecessor successor|ancestor descendant|lengthen shorten|above below|
+upper lower|top bottom|entrance exit|love hate|reward punish|legal illegal|possible impossible|north south|
+east west|northern southern|eastern western|northeast southwest|northwest southeast|
+forward backward|upward downward|import export|build destroy|built destroyed|create destroy|
+created destroyed|protect harm|help hurt|increase lessen|strengthen weaken|encourage discourage|include omit|
+legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain|victim perpetrator
 """
 _PAIRS_ZH = """
 最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
@@ -50,19 +59,16 @@ def _opposites(pairs: str, key) -> dict[str, set[str]]:  # noqa: ANN001
     return found
 
 
-def _key(word: str) -> str:
-    """Inflections meet ("larger" stays apart from "large": comparatives are pairs of their own)."""
-    return stem(word)
-
-
-OPPOSITES_EN = _opposites(_PAIRS_EN, _key)
+OPPOSITES_EN = _opposites(_PAIRS_EN, term)  # inflections meet; comparatives and past tenses are pairs of their own
 OPPOSITES_ZH = _opposites(_PAIRS_ZH, lambda w: w)
 # Negative prefixes: "unconnected" asks the opposite of "connected", "informal" of "formal". The stem must be a
 # word of five letters or more, so "index" or "impose" are not read as negations.
 _PREFIXES = ("non", "dis", "un", "in", "im", "il", "ir")
 _MIN_STEM = 5
 _NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
-_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot)\b|n't\b", re.I)
+_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
+_WHETHER_OR_NOT = re.compile(r"\bor not\b", re.I)  # "whether or not" asks both ways
+_NON = re.compile(r"\bnon-?\s?([a-z]{3,})", re.I)  # "non-English", "non-self", "nonprofit"
 # Counts below three are as often words of the sentence as quantities ("one of", "the two sides").
 _MIN_COUNT = 3
 
@@ -80,15 +86,30 @@ def conflicts(question: str, answer: str) -> list[Conflict]:
     """What the answer says instead of what the question asks: a negated question answered affirmatively,
     an opposite (most/least, connected/unconnected), or another number."""
     found: list[Conflict] = []
-    if _ASKS_NEGATED.search(question) and not _NEGATION.search(answer):
-        found.append(Conflict("negation", _ASKS_NEGATED.search(question).group(0).strip(), ""))  # type: ignore[union-attr]
+    negated = _ASKS_NEGATED.search(_WHETHER_OR_NOT.sub(" ", question))
+    if negated and not _NEGATION.search(answer):
+        found.append(Conflict("negation", negated.group(0).strip(), ""))
     found += _opposite_words(question, answer) + _prefix_negations(question, answer) + _other_numbers(question, answer)
     return found
 
 
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def _common_words(text: str) -> dict[str, str]:
+    """Matching key -> word, for the words that are not part of a name: "New York" says nothing new or old, so a
+    capitalised word counts only where a sentence starts."""
+    found = {}
+    for match in _WORD.finditer(text):
+        token = match.group(0)
+        if token[0].islower() or not text[: match.start()].strip() or text[: match.start()].rstrip()[-1] in ".!?:;\"'(":
+            for w in words(token):
+                found.setdefault(term(w), w)
+    return found
+
+
 def _opposite_words(question: str, answer: str) -> list[Conflict]:
-    asked = {_key(w): w for w in words(question)}
-    said = {_key(w): w for w in words(answer)}
+    asked, said = _common_words(question), _common_words(answer)
     found = [
         Conflict("opposite", word, said[other])
         for key, word in asked.items()
@@ -113,6 +134,10 @@ def _prefix_negations(question: str, answer: str) -> list[Conflict]:
     may mean what the prefix does ("unknown"), so it never counts."""
     if _NEGATION.search(answer):
         return []
+    for match in _NON.finditer(question):  # "non-English-speaking countries" answered by "English-speaking ..."
+        base = match.group(1).lower()
+        if re.search(rf"\b{base}\b", answer, re.I) and not re.search(rf"\bnon-?\s?{base}\b", answer, re.I):
+            return [Conflict("opposite", match.group(0), base)]
     asked, said = set(words(question)), set(words(answer))
     for word in sorted(asked - said):
         for prefix in _PREFIXES:
