@@ -40,6 +40,9 @@ def test_an_answer_about_the_opposite_is_found(question, answer, expected):
         ("What damage is not covered by the warranty?", "Accidental damage is not covered by the warranty."),
         ("When did the dynasty end?", "The dynasty ended in 1368."),
         ("能不能退货？", "收货后 30 天内能退货。"),
+        # a negation in the premise, not in what is asked
+        ("My parcel is marked delivered but it is not at my door. What should I do?",
+         "Wait one day, then open a claim from the order page."),
     ],
 )
 def test_a_matching_answer_has_no_conflict(question, answer):

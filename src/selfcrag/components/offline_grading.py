@@ -34,7 +34,7 @@ from selfcrag.components.text import (
 )
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
-from selfcrag.quality.opposites import conflicts
+from selfcrag.quality.opposites import asked_sentence, conflicts
 from selfcrag.quality.rules import LONE_ONE, is_identifier, names
 
 if TYPE_CHECKING:
@@ -262,10 +262,10 @@ _PLACE_ZH = re.compile(r"(?:在|于|到|位于|前往|进入|通过|打开) *[�
 
 def answer_type(question: str) -> AnswerType:
     """What kind of answer the question expects, from the wording of its (last) question sentence."""
-    asked = [s for s in split_sentences(question) if s.rstrip().endswith(("?", "？"))] or [question]
-    if language_of(asked[-1]) == "zh":
-        return _answer_type_zh(asked[-1].strip())
-    q = asked[-1].lower()
+    asked = asked_sentence(question)
+    if language_of(asked) == "zh":
+        return _answer_type_zh(asked.strip())
+    q = asked.lower()
     cues = [(m.start(), i, kind) for i, (cue, kind) in enumerate(_TYPE_CUES) if (m := cue.search(q))]
     if cues:
         start, _, kind = min(cues)

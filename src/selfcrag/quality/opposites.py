@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from selfcrag.components.text import numbers, term, words
+from selfcrag.components.text import numbers, split_sentences, term, words
 
 # Pairs of opposites, written from general English and Chinese usage (not from any evaluation data). Words that
 # answers often mention side by side whatever the question (east/west, same/different) are left out.
@@ -86,7 +86,7 @@ def conflicts(question: str, answer: str) -> list[Conflict]:
     """What the answer says instead of what the question asks: a negated question answered affirmatively,
     an opposite (most/least, connected/unconnected), or another number."""
     found: list[Conflict] = []
-    negated = _ASKS_NEGATED.search(_WHETHER_OR_NOT.sub(" ", question))
+    negated = _ASKS_NEGATED.search(_WHETHER_OR_NOT.sub(" ", asked_sentence(question)))
     if negated and not _NEGATION.search(answer):
         found.append(Conflict("negation", negated.group(0).strip(), ""))
     found += _opposite_words(question, answer) + _prefix_negations(question, answer) + _other_numbers(question, answer)
@@ -106,6 +106,12 @@ def _common_words(text: str) -> dict[str, str]:
             for w in words(token):
                 found.setdefault(term(w), w)
     return found
+
+
+def asked_sentence(question: str) -> str:
+    """The sentence that asks: "It is not at my door. What should I do?" asks nothing negated."""
+    asked = [s for s in split_sentences(question) if s.rstrip().endswith(("?", "？"))]
+    return asked[-1] if asked else question
 
 
 def _opposite_words(question: str, answer: str) -> list[Conflict]:
