@@ -42,7 +42,9 @@ upper lower|top bottom|entrance exit|love hate|reward punish|legal illegal|possi
 east west|northern southern|eastern western|northeast southwest|northwest southeast|
 forward backward|upward downward|import export|build destroy|built destroyed|create destroy|
 created destroyed|protect harm|help hurt|increase lessen|strengthen weaken|encourage discourage|include omit|
-legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain|victim perpetrator
+legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain|victim perpetrator|
+support reject|common rarest|most rarest|decrease higher|increase lower|lowest greatest|least greatest|
+fewest most|half third|half quarter|third quarter|halves thirds
 """
 _PAIRS_ZH = """
 最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
