@@ -1,6 +1,12 @@
-"""The self-corrective graph vs plain retrieve-then-generate, same retriever and generator, SQuAD 2.0 dev sample.
+"""The self-corrective graph vs plain retrieve-then-generate, same retriever and generator, SQuAD 2.0.
 
-    .venv/bin/python benchmarks/squad_graph_vs_plain.py [--limit N] [--domain general] [--risk normal]
+    .venv/bin/python benchmarks/squad_graph_vs_plain.py [--split sample|allowed|reserved] [--per-class N]
+                                                        [--domain general] [--risk normal]
+
+Splits: `sample` (default) is dev_sample_200 over its 285 paragraphs. `allowed` draws N answerable + N
+unanswerable of the other questions on the same 8 articles (dev-v2.0.json; tuning allowed there too).
+`reserved` draws them from the 27 articles shared/datasets reserves for acceptance, indexed on their own
+paragraphs: a measurement only, never a place to tune (results/squad_graph_vs_plain_reserved.json).
 
 Plain RAG: retrieve k passages from the same hybrid index, hand them all to the same extractive generator,
 return its answer (the generator itself declines when no sentence supports one). The graph adds grading,
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -24,27 +31,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from squad_offline import DEFAULT_DATASETS, ROOT, contains_gold, load_jsonl  # noqa: E402
 
 
+def load_split(folder: Path, split: str, per_class: int, seed: int) -> tuple[list[dict], Path]:
+    """The questions of a split and the corpus file to index for them."""
+    sample = load_jsonl(folder / "dev_sample_200.jsonl")
+    if split == "sample":
+        if per_class:
+            sample = ([q for q in sample if not q["is_impossible"]][:per_class]
+                      + [q for q in sample if q["is_impossible"]][:per_class])
+        return sample, folder / "dev_sample_corpus.jsonl"
+    allowed = {doc["title"] for doc in load_jsonl(folder / "dev_sample_corpus.jsonl")}
+    taken = {q["id"] for q in sample}
+    articles = [a for a in json.loads((folder / "dev-v2.0.json").read_text())["data"]
+                if (a["title"] in allowed) == (split == "allowed")]
+    pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
+             "is_impossible": qa["is_impossible"]}
+            for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+            if qa["id"] not in taken]
+    draw = random.Random(seed)
+    per_class = per_class or 100
+    questions = [q for impossible in (False, True)
+                 for q in draw.sample([q for q in pool if q["is_impossible"] == impossible], per_class)]
+    corpus = Path(tempfile.mkdtemp(prefix="selfcrag-squad-corpus-")) / "corpus.jsonl"
+    corpus.write_text("".join(
+        json.dumps({"id": f"{article['title']}#p{i}", "title": article["title"], "text": paragraph["context"]}) + "\n"
+        for article in articles for i, paragraph in enumerate(article["paragraphs"])), encoding="utf-8")
+    return questions, corpus
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    cli.add_argument("--limit", type=int, default=0, help="questions per class (0 = all)")
+    cli.add_argument("--split", choices=("sample", "allowed", "reserved"), default="sample")
+    cli.add_argument("--per-class", type=int, default=0, help="questions per class (0 = all of the sample, "
+                     "100 for the other splits)")
+    cli.add_argument("--seed", type=int, default=0, help="which questions the other splits draw")
     cli.add_argument("--domain", default="general")
     cli.add_argument("--risk", default="normal")
-    cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "squad_graph_vs_plain.json")
+    cli.add_argument("--out", type=Path, default=None)
     args = cli.parse_args()
+    suffix = "" if args.split == "sample" else f"_{args.split}"
+    out = args.out or ROOT / "benchmarks" / "results" / f"squad_graph_vs_plain{suffix}.json"
 
     from selfcrag import Context, graph
     from selfcrag.components.embeddings import default_embedder
     from selfcrag.components.extractive import ExtractiveGenerator
     from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
 
-    folder = args.datasets / "squad2"
-    questions = load_jsonl(folder / "dev_sample_200.jsonl")
-    if args.limit:
-        questions = ([q for q in questions if not q["is_impossible"]][: args.limit]
-                     + [q for q in questions if q["is_impossible"]][: args.limit])
+    questions, corpus = load_split(args.datasets / "squad2", args.split, args.per_class, args.seed)
     embedder = default_embedder()
-    index = HybridIndex.build(chunk_documents(load_documents([folder / "dev_sample_corpus.jsonl"])), embedder)
+    index = HybridIndex.build(chunk_documents(load_documents([corpus])), embedder)
     index_dir = Path(tempfile.mkdtemp(prefix="selfcrag-squad-"))
     index.save(index_dir)
     context = Context.from_env(index_dir=str(index_dir), domain=args.domain, risk=args.risk)
@@ -86,15 +121,15 @@ def main() -> int:
             "median_latency_ms": round(1000 * statistics.median(r[name]["seconds"] for r in rows), 1),
         }
     ratio = summary["graph"]["unanswerable_answered_pct"] / max(summary["plain"]["unanswerable_answered_pct"], 1e-9)
-    print(f"SQuAD 2.0 dev sample: {len(answerable)} answerable + {len(impossible)} unanswerable; "
+    print(f"SQuAD 2.0 {args.split}: {len(answerable)} answerable + {len(impossible)} unanswerable; "
           f"domain {args.domain}, risk {args.risk}")
     print(f"{'metric':<28}{'plain RAG':>12}{'selfcrag':>12}")
     for metric in summary["plain"]:
         print(f"{metric:<28}{summary['plain'][metric]:>12}{summary['graph'][metric]:>12}")
     print(f"hallucination rate, selfcrag / plain: {ratio:.2f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "hallucination_ratio": round(ratio, 3), "rows": rows},
-                                   indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"split": args.split, "seed": args.seed, "summary": summary,
+                               "hallucination_ratio": round(ratio, 3), "rows": rows}, indent=2) + "\n")
     return 0
 
 

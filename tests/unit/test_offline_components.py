@@ -334,6 +334,18 @@ def test_rewriter_expands_the_kb_query_and_keeps_the_web_query_short(settings):
     assert "refund" in web.query and "how" not in web.query.split()
 
 
+def test_an_answer_about_the_opposite_is_not_useful_and_says_why(embedder, settings):
+    grader = OfflineAnswerGrader(embedder)
+    opposite = grader.grade("Which plan has the lowest monthly fee?", "The Ultra plan has the highest monthly fee. [doc_1]",
+                            settings)
+    matching = grader.grade("Which plan has the lowest monthly fee?", "The Basic plan has the lowest monthly fee. [doc_1]",
+                            settings)
+    assert not opposite.useful and 'asks about "lowest"; the answer says "highest"' in opposite.missing
+    assert matching.score > opposite.score and "asks about" not in matching.missing
+    zh = grader.grade("哪个套餐的月费最低？", "Ultra 套餐的月费最高。[doc_1]", settings)
+    assert "问题问的是“最低”，回答说的却是“最高”" in zh.missing
+
+
 def test_an_affirmative_answer_to_a_negated_question_is_not_useful(embedder, settings):
     grader = OfflineAnswerGrader(embedder)
     question = "What damage is not covered by the warranty?"
