@@ -20,6 +20,10 @@ from selfcrag.quality.opposites import Conflict, conflicts
          Conflict("number", "19", "9")),
         ("What was the emperor not known for?", "The emperor is known for his cultural contribution.",
          Conflict("negation", "not", "")),
+        ("Where did Kublai refuse to move the capital?", "Kublai moved the capital from Karakorum to Khanbaliq.",
+         Conflict("negation", "refuse", "")),
+        ("What has been weakly tied with health?", "Income inequality has strongly correlated with health.",
+         Conflict("opposite", "weakly", "strongly")),
         ("30天之后还能退货吗？", "收货后 30 天之前可以退货。", Conflict("opposite", "之后", "之前")),
     ],
 )
@@ -39,6 +43,8 @@ def test_an_answer_about_the_opposite_is_found(question, answer, expected):
         ("In what two age groups is immunity weaker?", "Immunity is diminished in the young and the elderly."),
         ("What damage is not covered by the warranty?", "Accidental damage is not covered by the warranty."),
         ("When did the dynasty end?", "The dynasty ended in 1368."),
+        ("What did the board refuse to fund?", "The board refused funding for the new wing."),
+        ("Which plan is the cheapest?", "The Basic plan is the cheapest; the price is listed in New York and Old Town."),
         ("能不能退货？", "收货后 30 天内能退货。"),
         # a negation in the premise, not in what is asked
         ("My parcel is marked delivered but it is not at my door. What should I do?",

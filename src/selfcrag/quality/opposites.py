@@ -44,7 +44,9 @@ forward backward|upward downward|import export|build destroy|built destroyed|cre
 created destroyed|protect harm|help hurt|increase lessen|strengthen weaken|encourage discourage|include omit|
 legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain|victim perpetrator|
 support reject|common rarest|most rarest|decrease higher|increase lower|lowest greatest|least greatest|
-fewest most|half third|half quarter|third quarter|halves thirds
+fewest most|half third|half quarter|third quarter|halves thirds|weakly strongly|weak strongly|
+negatively positively|help harm|helps harms|connect separate|connects separates|join separate|
+safe dangerous|safer riskier|correct incorrect|right wrong|accurate inaccurate|mild severe
 """
 _PAIRS_ZH = """
 最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
@@ -69,6 +71,9 @@ _PREFIXES = ("non", "dis", "un", "in", "im", "il", "ir")
 _MIN_STEM = 5
 _NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
 _ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
+# Verbs that ask what did not happen: "where did Kublai refuse to move the capital" is not answered by where he
+# moved it. The answer must negate too, or use the same verb.
+_NEGATIVE_VERBS = ("refus", "fail", "avoid", "reject", "deny", "denied", "declin")
 _WHETHER_OR_NOT = re.compile(r"\bor not\b", re.I)  # "whether or not" asks both ways
 _NON = re.compile(r"\bnon-?\s?([a-z]{3,})", re.I)  # "non-English", "non-self", "nonprofit"
 # Counts below three are as often words of the sentence as quantities ("one of", "the two sides").
@@ -88,9 +93,14 @@ def conflicts(question: str, answer: str) -> list[Conflict]:
     """What the answer says instead of what the question asks: a negated question answered affirmatively,
     an opposite (most/least, connected/unconnected), or another number."""
     found: list[Conflict] = []
-    negated = _ASKS_NEGATED.search(_WHETHER_OR_NOT.sub(" ", asked_sentence(question)))
+    asking = _WHETHER_OR_NOT.sub(" ", asked_sentence(question))
+    negated = _ASKS_NEGATED.search(asking)
+    refused = [w for w in words(asking) if w.startswith(_NEGATIVE_VERBS)]
+    said = words(answer)
     if negated and not _NEGATION.search(answer):
         found.append(Conflict("negation", negated.group(0).strip(), ""))
+    elif refused and not _NEGATION.search(answer) and not any(w.startswith(_NEGATIVE_VERBS) for w in said):
+        found.append(Conflict("negation", refused[0], ""))
     found += _opposite_words(question, answer) + _prefix_negations(question, answer) + _other_numbers(question, answer)
     return found
 
