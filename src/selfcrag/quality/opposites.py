@@ -46,7 +46,7 @@ legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain
 support reject|common rarest|most rarest|decrease higher|increase lower|lowest greatest|least greatest|
 fewest most|half third|half quarter|third quarter|halves thirds|weakly strongly|weak strongly|
 negatively positively|help harm|helps harms|connect separate|connects separates|join separate|
-safe dangerous|safer riskier|correct incorrect|right wrong|accurate inaccurate|mild severe
+safe dangerous|flexible fixed|flexible rigid|safer riskier|correct incorrect|right wrong|accurate inaccurate|mild severe
 """
 _PAIRS_ZH = """
 最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
@@ -69,8 +69,8 @@ OPPOSITES_ZH = _opposites(_PAIRS_ZH, lambda w: w)
 # word of five letters or more, so "index" or "impose" are not read as negations.
 _PREFIXES = ("non", "dis", "un", "in", "im", "il", "ir")
 _MIN_STEM = 5
-_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
-_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|no)\b|n't\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|unable|no)\b|n't\b", re.I)
+_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|unable|no)\b|n't\b", re.I)
 # Verbs that ask what did not happen: "where did Kublai refuse to move the capital" is not answered by where he
 # moved it. The answer must negate too, or use the same verb.
 _NEGATIVE_VERBS = ("refus", "fail", "avoid", "reject", "deny", "denied", "declin")
