@@ -336,10 +336,9 @@ def test_rewriter_expands_the_kb_query_and_keeps_the_web_query_short(settings):
 
 def test_an_answer_about_the_opposite_is_not_useful_and_says_why(embedder, settings):
     grader = OfflineAnswerGrader(embedder)
-    opposite = grader.grade("Which plan has the lowest monthly fee?", "The Ultra plan has the highest monthly fee. [doc_1]",
-                            settings)
-    matching = grader.grade("Which plan has the lowest monthly fee?", "The Basic plan has the lowest monthly fee. [doc_1]",
-                            settings)
+    question = "Which plan has the lowest monthly fee?"
+    opposite = grader.grade(question, "The Ultra plan has the highest monthly fee. [doc_1]", settings)
+    matching = grader.grade(question, "The Basic plan has the lowest monthly fee. [doc_1]", settings)
     assert not opposite.useful and 'asks about "lowest"; the answer says "highest"' in opposite.missing
     assert matching.score > opposite.score and "asks about" not in matching.missing
     zh = grader.grade("哪个套餐的月费最低？", "Ultra 套餐的月费最高。[doc_1]", settings)

@@ -44,7 +44,8 @@ def test_an_answer_about_the_opposite_is_found(question, answer, expected):
         ("What damage is not covered by the warranty?", "Accidental damage is not covered by the warranty."),
         ("When did the dynasty end?", "The dynasty ended in 1368."),
         ("What did the board refuse to fund?", "The board refused funding for the new wing."),
-        ("Which plan is the cheapest?", "The Basic plan is the cheapest; the price is listed in New York and Old Town."),
+        ("How long do I have to fix a failed payment?", "You have 7 days to update your card."),
+        ("Which plan is the cheapest?", "The Basic plan is the cheapest in New York and Old Town."),
         ("能不能退货？", "收货后 30 天内能退货。"),
         # a negation in the premise, not in what is asked
         ("My parcel is marked delivered but it is not at my door. What should I do?",

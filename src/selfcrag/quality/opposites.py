@@ -70,10 +70,11 @@ OPPOSITES_ZH = _opposites(_PAIRS_ZH, lambda w: w)
 _PREFIXES = ("non", "dis", "un", "in", "im", "il", "ir")
 _MIN_STEM = 5
 _NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|unable|no)\b|n't\b", re.I)
-_ASKS_NEGATED = re.compile(r"\b(?:not|never|no longer|neither|nor|without|cannot|unable|no)\b|n't\b", re.I)
 # Verbs that ask what did not happen: "where did Kublai refuse to move the capital" is not answered by where he
 # moved it. The answer must negate too, or use the same verb.
 _NEGATIVE_VERBS = ("refus", "fail", "avoid", "reject", "deny", "denied", "declin")
+_DETERMINERS = frozenset({"a", "an", "the", "my", "your", "our", "his", "her", "its", "their", "this", "that", "these",
+                          "those", "any", "each", "every", "some"})
 _WHETHER_OR_NOT = re.compile(r"\bor not\b", re.I)  # "whether or not" asks both ways
 _NON = re.compile(r"\bnon-?\s?([a-z]{3,})", re.I)  # "non-English", "non-self", "nonprofit"
 # Counts below three are as often words of the sentence as quantities ("one of", "the two sides").
@@ -92,17 +93,25 @@ class Conflict:
 def conflicts(question: str, answer: str) -> list[Conflict]:
     """What the answer says instead of what the question asks: a negated question answered affirmatively,
     an opposite (most/least, connected/unconnected), or another number."""
-    found: list[Conflict] = []
+    return (_negation(question, answer) + _opposite_words(question, answer) + _prefix_negations(question, answer)
+            + _other_numbers(question, answer))
+
+
+def _negation(question: str, answer: str) -> list[Conflict]:
+    """A question asking what is not so ("what was he not known for", "where did he refuse to go") answered by
+    what is: the answer neither negates nor uses a verb of refusal."""
+    if _NEGATION.search(answer):
+        return []
     asking = _WHETHER_OR_NOT.sub(" ", asked_sentence(question))
-    negated = _ASKS_NEGATED.search(asking)
-    refused = [w for w in words(asking) if w.startswith(_NEGATIVE_VERBS)]
-    said = words(answer)
-    if negated and not _NEGATION.search(answer):
-        found.append(Conflict("negation", negated.group(0).strip(), ""))
-    elif refused and not _NEGATION.search(answer) and not any(w.startswith(_NEGATIVE_VERBS) for w in said):
-        found.append(Conflict("negation", refused[0], ""))
-    found += _opposite_words(question, answer) + _prefix_negations(question, answer) + _other_numbers(question, answer)
-    return found
+    if negated := _NEGATION.search(asking):
+        return [Conflict("negation", negated.group(0).strip(), "")]
+    tokens = words(asking)
+    # ... used as a verb: "a failed payment" or "the rejected plan" names a thing, it asks nothing negated.
+    refused = [w for i, w in enumerate(tokens)
+               if w.startswith(_NEGATIVE_VERBS) and not (i and tokens[i - 1] in _DETERMINERS)]
+    if refused and not any(w.startswith(_NEGATIVE_VERBS) for w in words(answer)):
+        return [Conflict("negation", refused[0], "")]
+    return []
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -111,10 +120,10 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 def _common_words(text: str) -> dict[str, str]:
     """Matching key -> word, for the words that are not part of a name: "New York" says nothing new or old, so a
     capitalised word counts only where a sentence starts."""
-    found = {}
+    found: dict[str, str] = {}
     for match in _WORD.finditer(text):
-        token = match.group(0)
-        if token[0].islower() or not text[: match.start()].strip() or text[: match.start()].rstrip()[-1] in ".!?:;\"'(":
+        token, before = match.group(0), text[: match.start()].rstrip()
+        if token[0].islower() or not before or before[-1] in ".!?:;\"'(":
             for w in words(token):
                 found.setdefault(term(w), w)
     return found
