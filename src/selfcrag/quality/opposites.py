@@ -17,36 +17,57 @@ from typing import Literal
 from selfcrag.components.text import numbers, split_sentences, term, words
 
 # Pairs of opposites, written from general English and Chinese usage (not from any evaluation data). Words that
-# answers often mention side by side whatever the question (east/west, same/different) are left out.
+# answers often mention side by side whatever the question (same/different), or with another common sense
+# (light, mean, even, present, past, close, right), are left out; so are negative prefixes (known/unknown), which
+# `_prefix_negations` reads with more care.
 _PAIRS_EN = """
-most least|more less|more fewer|many few|first last|before after|earlier later|early late|
-earliest latest|prior subsequent|past future|increase decrease|increase reduce|increase fall|increase drop|
-decrease rise|decrease grow|rise fall|rose fell|raise lower|gain loss|gain lose|grow shrink|grew shrank|
-growth decline|expand contract|improve worsen|high low|higher lower|highest lowest|large small|larger smaller|
-largest smallest|big small|bigger smaller|biggest smallest|greater lesser|greatest least|long short|
-longer shorter|longest shortest|major minor|maximum minimum|maximize minimize|old young|older younger|
-oldest youngest|old new|older newer|oldest newest|ancient modern|begin end|began ended|start end|start finish|
-beginning end|open close|opened closed|win lose|won lost|victory defeat|winner loser|accept reject|allow forbid|
-allow ban|allow prevent|allow stop|permit forbid|agree disagree|approve reject|support oppose|strong weak|
-stronger weaker|strongest weakest|rich poor|richer poorer|richest poorest|wealthy poor|well poorly|
-success failure|succeed fail|successful unsuccessful|positive negative|internal external|inside outside|
-inner outer|private public|male female|men women|man woman|best worst|better worse|good bad|include exclude|
-import export|imports exports|buy sell|bought sold|birth death|born died|true false|common rare|commonest rarest|
-frequent rare|often rarely|usually rarely|fast slow|faster slower|fastest slowest|quick slow|rapid slow|
-rapidly slowly|quickly slowly|hot cold|warm cool|wet dry|deep shallow|wide narrow|thick thin|
-add remove|simple complex|easy difficult|easy hard|easier harder|easiest hardest|majority minority|
-natural artificial|rural urban|domestic foreign|temporary permanent|always never|cheap expensive|
-passive active|input output|arrive depart|peace war|ally enemy|allies enemies|friend enemy|attack defend|
-offensive defensive|superior inferior|predecessor successor|ancestor descendant|lengthen shorten|above below|
-upper lower|top bottom|entrance exit|love hate|reward punish|legal illegal|possible impossible|north south|
-east west|northern southern|eastern western|northeast southwest|northwest southeast|
-forward backward|upward downward|import export|build destroy|built destroyed|create destroy|
+most least|more less|more fewer|many few|first last|before after|earlier later|early late|earliest latest|
+prior subsequent|increase decrease|increase reduce|increase fall|increase drop|decrease rise|
+decrease grow|rise fall|rose fell|raise lower|gain loss|gain lose|grow shrink|grew shrank|growth decline|
+expand contract|improve worsen|high low|higher lower|highest lowest|large small|larger smaller|largest smallest|
+big small|bigger smaller|biggest smallest|greater lesser|greatest least|long short|longer shorter|longest shortest|
+major minor|maximum minimum|maximize minimize|old young|older younger|oldest youngest|old new|older newer|
+oldest newest|ancient modern|begin end|began ended|start end|start finish|beginning end|opened closed|
+win lose|won lost|victory defeat|winner loser|accept reject|allow forbid|allow ban|allow prevent|allow stop|
+permit forbid|approve reject|support oppose|strong weak|stronger weaker|strongest weakest|rich poor|richer poorer|
+richest poorest|wealthy poor|well poorly|success failure|succeed fail|positive negative|internal external|
+inside outside|inner outer|private public|male female|men women|man woman|best worst|better worse|good bad|
+include exclude|import export|imports exports|buy sell|bought sold|birth death|born died|true false|common rare|
+commonest rarest|frequent rare|often rarely|usually rarely|fast slow|faster slower|fastest slowest|quick slow|
+rapid slow|rapidly slowly|quickly slowly|hot cold|warm cool|wet dry|deep shallow|wide narrow|thick thin|add remove|
+simple complex|easy difficult|easy hard|easier harder|easiest hardest|majority minority|natural artificial|
+rural urban|domestic foreign|temporary permanent|always never|cheap expensive|passive active|input output|
+arrive depart|peace war|ally enemy|allies enemies|friend enemy|attack defend|offensive defensive|superior inferior|
+predecessor successor|ancestor descendant|lengthen shorten|above below|upper lower|top bottom|entrance exit|
+love hate|reward punish|north south|east west|northern southern|eastern western|northeast southwest|
+northwest southeast|forward backward|upward downward|import export|build destroy|built destroyed|create destroy|
 created destroyed|protect harm|help hurt|increase lessen|strengthen weaken|encourage discourage|include omit|
-legalize ban|rise decline|absent present|guilty innocent|dead alive|hero villain|victim perpetrator|
-support reject|common rarest|most rarest|decrease higher|increase lower|lowest greatest|least greatest|
-fewest most|half third|half quarter|third quarter|halves thirds|weakly strongly|weak strongly|
-negatively positively|help harm|helps harms|connect separate|connects separates|join separate|
-safe dangerous|flexible fixed|flexible rigid|safer riskier|correct incorrect|right wrong|accurate inaccurate|mild severe
+legalize ban|rise decline|guilty innocent|dead alive|hero villain|victim perpetrator|support reject|
+common rarest|most rarest|decrease higher|increase lower|lowest greatest|least greatest|fewest most|half third|
+half quarter|third quarter|halves thirds|weakly strongly|weak strongly|negatively positively|help harm|helps harms|
+connect separate|connects separates|join separate|safe dangerous|flexible fixed|flexible rigid|attach detach|
+borrow lend|borrowed lent|lender borrower|creditor debtor|capture release|captured released|collect distribute|
+combine separate|conceal reveal|hide reveal|confirm deny|confirmed denied|construct demolish|continue stop|
+continued stopped|descend ascend|hired fired|hire dismiss|hired dismissed|enter exit|entered exited|
+fill empty|float sink|forget remember|forgot remembered|freeze melt|froze melted|gather scatter|inhale exhale|
+obey defy|obeyed defied|praise criticize|praised criticized|promote demote|promoted demoted|push pull|receive send|
+received sent|subtract add|tighten loosen|unite divide|united divided|withdraw deposit|abundant scarce|
+alive extinct|asleep awake|beneficial harmful|benefit harm|bright dark|brighter darker|broad narrow|clean dirty|
+concave convex|conservative liberal|dense sparse|denser sparser|empty full|explicit implicit|fertile barren|
+final initial|former latter|friendly hostile|happy sad|healthy sick|hidden visible|horizontal vertical|
+increasing decreasing|indoor outdoor|interior exterior|junior senior|lenient strict|liquid solid|loose tight|
+loud quiet|maximal minimal|mobile stationary|national international|native foreign|natural synthetic|
+nearest farthest|nearest furthest|optimistic pessimistic|optional mandatory|optional compulsory|
+voluntary compulsory|voluntary mandatory|ordinary extraordinary|partial total|peaceful violent|permanent temporary|
+plural singular|powerful powerless|profit loss|rough smooth|scarce plentiful|shallow deep|sharp blunt|
+static dynamic|tame wild|tiny huge|tiny enormous|transparent opaque|useful useless|valuable worthless|
+warmer cooler|wider narrower|widest narrowest|wise foolish|cause prevent|caused prevented|promote inhibit|
+promotes inhibits|activate inhibit|activates inhibits|activated inhibited|stimulate suppress|stimulates suppresses|
+enable prevent|enables prevents|attract repel|attracts repels|absorb emit|absorbs emits|acidic alkaline|
+heating cooling|warming cooling|expansion contraction|inflation deflation|surplus deficit|employer employee|
+employers employees|predator prey|predators prey|plaintiff defendant|prosecution defense|upstream downstream|
+inflow outflow|income expense|asset liability|strength weakness|strengths weaknesses|safer riskier|
+mild severe
 """
 _PAIRS_ZH = """
 最多 最少|最高 最低|最大 最小|最早 最晚|最长 最短|之前 之后|以前 以后|增加 减少|上涨 下跌|提高 降低|
