@@ -85,25 +85,26 @@ def main() -> int:
     context = Context.from_env(index_dir=str(index_dir), domain=args.domain, risk=args.risk)
     generator = ExtractiveGenerator(embedder)
 
-    def plain(question: str) -> tuple[str, bool]:
+    def plain(question: str) -> tuple[str, bool, dict]:
         passages = index.retrieve(question, context)
         strips = [{"id": p["id"], "doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
                    "text": p["text"], "score": p["score"]} for p in passages]
         draft = generator.generate(question, strips, context)  # type: ignore[arg-type]
-        return draft.answer, bool(draft.answer)
+        return draft.answer, bool(draft.answer), {}
 
-    def selfcorrective(question: str) -> tuple[str, bool]:
+    def selfcorrective(question: str) -> tuple[str, bool, dict]:
         out = graph.invoke({"question": question}, context=context)
-        return out["answer"], out["decision"] in ("answer", "answer_with_caveat")
+        seen = {"decision": out["decision"], "confidence": out["confidence"], "scores": out["scores"]}
+        return out["answer"], out["decision"] in ("answer", "answer_with_caveat"), seen
 
     rows = []
     for q in questions:
         row = {"id": q["id"], "impossible": q["is_impossible"]}
         for name, run in (("plain", plain), ("graph", selfcorrective)):
             started = time.perf_counter()
-            answer, answered = run(q["question"])
+            answer, answered, seen = run(q["question"])
             row[name] = {"answered": answered, "correct": answered and contains_gold(answer, q["answers"]),
-                         "seconds": round(time.perf_counter() - started, 4)}
+                         "seconds": round(time.perf_counter() - started, 4), **seen}
         rows.append(row)
 
     answerable = [r for r in rows if not r["impossible"]]
