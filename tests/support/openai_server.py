@@ -34,6 +34,7 @@ class Request:
     started: float = 0.0
     ended: float = 0.0
     status: int = 0
+    authorization: str = ""  # the Authorization header: which key reached this server
 
     @property
     def method(self) -> str:
@@ -176,7 +177,7 @@ class OpenAIServer:
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send_json(404, {"error": {"message": "not found"}})
                     return
-                request = Request(body, started=time.monotonic())
+                request = Request(body, started=time.monotonic(), authorization=self.headers.get("Authorization", ""))
                 with server._lock:
                     server.requests.append(request)
                     server._in_flight += 1
