@@ -217,6 +217,12 @@ class Context:
         metadata={"description": "Token budget (tiktoken) of the evidence in the generator prompt; the "
                   "highest-scoring strips are kept."},
     )
+    # --- input limits (hostile text) ---------------------------------------------------------------------
+    max_question_chars: int = field(
+        default=4000,
+        metadata={"description": "Longest question accepted, in characters as sent (before control characters "
+                  "are removed); a longer one fails the run with a one-line error. An operator setting."},
+    )
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""

@@ -7,6 +7,7 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
+    (retrieve --a question the evidence cannot read--> finalize)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models retry transient faults (RetryPolicy); other faults degrade inside the components, never crash.
@@ -77,8 +78,8 @@ def build_graph(  # noqa: ANN201
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "retrieve")
-    graph.add_edge("retrieve", "grade_documents")
     branch = graph.add_conditional_edges  # every other edge is a decision taken in routing.py
+    branch("retrieve", _route(routing.after_retrieve), ["grade_documents", "finalize"])
     branch("grade_documents", _route(routing.after_grading), ["refine", "rewrite_query", "finalize"])
     branch("refine", _route(routing.after_refine), ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", _route(routing.after_rewrite), ["web_search", "retrieve", "finalize"])
