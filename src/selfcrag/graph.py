@@ -7,7 +7,7 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
-    (retrieve --a question the evidence cannot read--> finalize)
+    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models retry transient faults (RetryPolicy); other faults degrade inside the components, never crash.
@@ -88,7 +88,7 @@ def build_graph(  # noqa: ANN201
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
     branch("judge", _route(routing.after_checks), ["generate", "rewrite_query", "finalize"])
     branch("finalize", _route(routing.after_finalize), ["human_review", END])
-    graph.add_edge("human_review", END)
+    branch("human_review", _route(routing.after_review), ["human_review", END])
     return graph.compile(**compile_kwargs)
 
 

@@ -134,3 +134,9 @@ def after_checks(state: State, settings: Context) -> str:
 
 def after_finalize(state: State, settings: Context) -> str:
     return "human_review" if state.get("decision") == "human_review" else END
+
+
+def after_review(state: State, settings: Context) -> str:
+    """A reply the reviewer must correct leaves the decision at human_review: ask again (each round waits for a
+    person, so the loop needs no counter); a valid reply decided, and the run ends."""
+    return "human_review" if state.get("decision") == "human_review" else END
