@@ -133,7 +133,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    from selfcrag.components.sanitize import decode_argv
+
+    # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
+    # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
+    args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     from selfcrag.components.embeddings import EmbeddingModelError
     from selfcrag.components.retrieval import IngestError
 

@@ -216,6 +216,12 @@ class Context(BaseModel):
         "Operator settings a run may choose after all, e.g. `index_dir` for a server that serves several indexes "
         "(comma-separated in the environment). Model endpoints, names, deadlines and caps can never be opened.",
     )
+    max_question_chars: int = operator(
+        4000,
+        "Longest question accepted, in characters as sent (before control characters are removed); a longer one "
+        "fails the run with a one-line error.",
+        ge=1,
+    )
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""

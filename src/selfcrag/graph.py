@@ -7,6 +7,7 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
+    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models retry transient faults (RetryPolicy); other faults degrade inside the components, never crash.
@@ -102,11 +103,11 @@ def build_graph(  # noqa: ANN201
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "retrieve")
-    graph.add_edge("retrieve", "grade_documents")
 
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
 
+    branch("retrieve", routing.after_retrieve, ["grade_documents", "finalize"])
     branch("grade_documents", routing.after_grading, ["refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "finalize"])
@@ -115,7 +116,7 @@ def build_graph(  # noqa: ANN201
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
-    graph.add_edge("human_review", END)
+    branch("human_review", routing.after_review, ["human_review", END])
     return graph.compile(**compile_kwargs)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from selfcrag.language import Language
 
-VERSION = "messages/2"
+VERSION = "messages/3"
 
 _ABSTAIN: dict[Language, str] = {
     "en": "I don't know: the available evidence does not answer this question.",
@@ -38,6 +38,10 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "zh": "问题问的是“{}”，回答说的却是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
+    # A question the evidence cannot read (components/sanitize.py): nothing to look up, or another script.
+    "no_words": {"en": "the question has no letters or digits to look up", "zh": "问题中没有可以查找的文字或数字"},
+    "script_not_covered": {"en": "the question's script ({}) is not covered by the knowledge base or the "
+                           "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {
