@@ -38,6 +38,8 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "zh": "问题问的是“{}”，回答说的却是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
+    "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
+                              "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {
