@@ -42,6 +42,8 @@ PHRASES: dict[str, dict[Language, str]] = {
     "no_words": {"en": "the question has no letters or digits to look up", "zh": "问题中没有可以查找的文字或数字"},
     "script_not_covered": {"en": "the question's script ({}) is not covered by the knowledge base or the "
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
+    "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
+                              "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {
