@@ -24,11 +24,13 @@ from selfcrag.components.retrieval import (
     HybridIndex,
     IngestError,
     LangChainRetriever,
+    Skipped,
     SourceDocument,
     chunk_documents,
     index_for,
     load_documents,
     open_index,
+    read_documents,
     sample_index,
 )
 from selfcrag.components.text import keyword_tokens, split_sentences
@@ -133,21 +135,75 @@ def test_jsonl_records_and_errors_name_the_line(tmp_path: Path) -> None:
         '{"title": "t", "text": "x"}\n': r'bad\.jsonl:1: missing "id"',
         '["a", "b"]\n': r"bad\.jsonl:1: expected a JSON object",
         '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n': r"bad\.jsonl:2: duplicate id 'a' \(first on line 1\)",
+        '{"id": "a", "text": "  \\n "}\n': r'bad\.jsonl:1: empty "text"',
+        '{"id": true, "text": "x"}\n': r'bad\.jsonl:1: "id" must be a string or integer',
+        '{"id": "a", "text": "x", "title": ["T"]}\n': r'bad\.jsonl:1: "title" must be a string',
     }
     for content, message in cases.items():
         bad = tmp_path / "bad.jsonl"
         bad.write_text(content, encoding="utf-8")
         with pytest.raises(IngestError, match=message) as err:
-            load_documents([bad])
+            load_documents([bad])  # strict: the first bad record is the error
         assert "\n" not in str(err.value)  # one line for the CLI
+
+
+def test_bad_records_are_skipped_and_reported_with_file_and_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [
+        '{"id": "a", "text": "Alpha text."}',
+        '{"id": "b", "text": ""}',  # empty text: once this aborted the whole ingest
+        "{not json",
+        '"just a string"',
+        '{"id": "a", "text": "Again."}',
+        '{"id": "c", "text": 5}',
+        '{"id": "d", "text": "Line separator\u2028inside stays one record."}',
+    ]
+    corpus.write_bytes(("\n".join(lines) + "\n").encode() + b'{"id": "e", "text": "caf\xe9"}\n'
+                       + b'{"id": "f", "text": "Last."}')  # a Latin-1 line, and no final newline
+    loaded = read_documents([corpus])
+    assert [d.doc_id for d in loaded.documents] == ["a", "d", "f"]
+    assert "\u2028" in loaded.documents[1].text
+    assert [(p.line, p.reason) for p in loaded.skipped] == [
+        (2, 'empty "text"'),
+        (3, "invalid JSON (Expecting property name enclosed in double quotes)"),
+        (4, 'expected a JSON object with "id" and "text"'),
+        (5, "duplicate id 'a' (first on line 1)"),
+        (6, '"id" must be a string or integer and "text" a string'),
+        (8, "not UTF-8 text"),
+    ]
+    assert str(loaded.skipped[0]) == f'{corpus}:2: empty "text"'
+    assert Skipped(str(corpus), 0, "cannot read").__str__() == f"{corpus}: cannot read"
+
+    with pytest.raises(IngestError, match=r'corpus\.jsonl:2: empty "text"'):
+        read_documents([corpus], strict=True)
+
+
+def test_unreadable_files_in_a_folder_are_skipped_and_nothing_usable_is_an_error(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nReadable.", encoding="utf-8")
+    (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    loaded = read_documents([root])
+    assert [d.doc_id for d in loaded.documents] == ["good"]
+    assert [str(p) for p in loaded.skipped] == [f"{root / 'latin1.txt'}: not UTF-8 text"]
+    with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text"):
+        read_documents([root], strict=True)
+
+    only_bad = tmp_path / "bad.jsonl"
+    only_bad.write_text('{"id": "a", "text": ""}\n{"id": "b"}\n', encoding="utf-8")
+    with pytest.raises(IngestError, match=r'no usable documents in .*bad\.jsonl: 2 skipped, the first: .*:1: empty'):
+        read_documents([only_bad])
 
 
 def test_duplicate_doc_ids_across_inputs_are_refused(tmp_path: Path) -> None:
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "intro.md").write_text("Hello.", encoding="utf-8")
-    with pytest.raises(IngestError, match="duplicate document id 'intro'"):
+    with pytest.raises(IngestError, match=r"two/intro\.md: duplicate id 'intro' \(first on .*one/intro\.md\)"):
         load_documents([tmp_path / "one", tmp_path / "two"])
+    loaded = read_documents([tmp_path / "one", tmp_path / "two"])
+    assert [d.source for d in loaded.documents] == ["one/intro.md"]  # the first keeps the id
+    assert [p.file for p in loaded.skipped] == [str(tmp_path / "two" / "intro.md")]
 
 
 # --- chunking ---------------------------------------------------------------------------------------
