@@ -41,20 +41,28 @@ def _fsync(path: Path, directory: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def _parent_locked(parent: Path) -> Iterator[None]:
-    """An exclusive lock on the parent directory for the few renames of a swap or a recovery: a lock on the
-    directory itself leaves no lock file behind. Without fcntl (Windows) the swap runs unlocked."""
+def _parent_locked(parent: Path, shared: bool = False) -> Iterator[None]:
+    """A lock on the parent directory: exclusive for the few renames of a swap or a recovery, shared for
+    readers, so a reader never opens one file of the old index and the next of the new. A lock on the
+    directory itself leaves no lock file behind. Without fcntl (Windows), or a parent we cannot open,
+    everything runs unlocked."""
     try:
         import fcntl
-    except ImportError:
+
+        fd = os.open(parent, os.O_RDONLY)
+    except (ImportError, OSError):
         yield
         return
-    fd = os.open(parent, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def reading(path: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold this while reading the files of `path`: no swap replaces it meanwhile (a save waits)."""
+    return _parent_locked(path.parent, shared=True)
 
 
 @contextlib.contextmanager
@@ -150,7 +158,7 @@ def recover_directory(path: Path, complete: Callable[[Path], bool]) -> Path | No
         return path
     if not path.parent.is_dir():
         return None
-    with contextlib.suppress(OSError), _parent_locked(path.parent):
+    with _parent_locked(path.parent):
         if path.exists():  # another process recovered it while we waited for the lock
             return path
         # Under the lock no swap is halfway, so an old copy with DIR missing is a killed saver's.
@@ -164,4 +172,3 @@ def recover_directory(path: Path, complete: Callable[[Path], bool]) -> Path | No
             return candidates[0]
         _fsync(path.parent, directory=True)
         return path
-    return path if path.exists() else None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from selfcrag.components import index_files
-from selfcrag.components.atomic_dir import recover_directory, replace_directory
+from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import BM25
 from selfcrag.components.embeddings import reads
@@ -317,8 +317,12 @@ def _require_index(directory: str | Path) -> Path:
     # A save killed between its two renames leaves the old index beside a missing directory: put it back.
     found = recover_directory(path, index_files.complete)
     if found is None or not index_files.complete(found):
-        raise IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
+        raise _no_index(directory)
     return found
+
+
+def _no_index(directory: str | Path) -> IngestError:
+    return IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
 
 
 class HybridIndex:
@@ -456,18 +460,11 @@ class HybridIndex:
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder) -> HybridIndex:
         """The index saved in `directory`, every file checked first (one-line IngestError if not)."""
-        for attempt in range(3):
-            path = _require_index(directory)
-            before = _identity(path)
-            try:
-                index = cls._read(path, directory, embedder)
-            except IngestError:
-                if attempt < 2 and _identity(path) != before:
-                    continue  # a save swapped a new index in while we read: read that one
-                raise
-            if _identity(path) == before:
-                return index
-        raise IngestError(f"index at {directory} kept changing while it was read; try again")
+        path = _require_index(directory)
+        with reading(path):  # a concurrent save swaps its index in after we have read all four files
+            if not index_files.complete(path):  # a save killed halfway since _require_index looked
+                raise _no_index(directory)
+            return cls._read(path, directory, embedder)
 
     @classmethod
     def _read(cls, path: Path, directory: str | Path, embedder: Embedder) -> HybridIndex:
@@ -504,15 +501,6 @@ class HybridIndex:
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "
                               f"{rebuild}") from None
         return cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
-
-
-def _identity(path: Path) -> int | None:
-    """The directory's inode: a save swaps in a new directory, so a read that began and ended on the same
-    inode read files of one index only."""
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None
 
 
 def _one_line(exc: BaseException) -> str:
