@@ -269,7 +269,8 @@ def test_a_vectors_file_claiming_2_gb_is_refused_without_allocating_it(cli_index
     returncode, stderr, max_rss_kb = json.loads(out.stdout)
     assert returncode == 1 and len(stderr.strip().splitlines()) == 1, stderr
     assert f"index at {index} is damaged: vectors.faiss: 4,645 bytes but its header claims 1,398,102 vectors" in stderr
-    assert max_rss_kb < 1024 * 1024 // 2, f"the process grew to {max_rss_kb // 1024} MB"  # faiss would take 2 GB
+    # The CLI needs ~340 MB (langgraph, faiss, numpy); reading what the header claims would add 2 GB.
+    assert max_rss_kb < 1024 * 1024, f"the process grew to {max_rss_kb // 1024} MB"
 
 
 def _set_chunk_index(index: Path) -> None:
