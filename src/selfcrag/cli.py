@@ -33,16 +33,21 @@ def _progress(done: int, total: int) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
     from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
+    from selfcrag.components.retrieval import HybridIndex, chunk_documents, read_documents
 
     started = time.perf_counter()
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
-    documents = load_documents(args.paths)
-    chunks = chunk_documents(documents)
+    loaded = read_documents(args.paths, strict=args.strict)
+    for skipped in loaded.skipped:  # one line each, so `grep`/`wc -l` work on them
+        print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
+    chunks = chunk_documents(loaded.documents)
     index = HybridIndex.build(chunks, embedder, on_progress=_progress if sys.stderr.isatty() else None)
     index.save(args.index)
     seconds = time.perf_counter() - started
-    print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
+    print(f"indexed {len(loaded.documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
+    if loaded.skipped:
+        print(f"selfcrag: warning: {len(loaded.skipped)} bad records or files skipped (listed above); "
+              "--strict makes the first one an error", file=sys.stderr)
     return 0
 
 
@@ -111,6 +116,8 @@ def parser() -> argparse.ArgumentParser:
     embeddings_help = ("`local` (default, offline MiniLM) or `openai:<model>` at OPENAI_BASE_URL; default: "
                        "SELFCRAG_EMBEDDINGS. An index is read with the embeddings that built it.")
     ingest.add_argument("--embeddings", default="", help=embeddings_help)
+    ingest.add_argument("--strict", action="store_true",
+                        help="fail on the first bad JSONL record or unreadable file instead of skipping it")
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")

@@ -73,10 +73,47 @@ class BM25:
         }
 
     @classmethod
-    def from_dict(cls, state: dict[str, Any]) -> BM25:
+    def from_dict(cls, state: Any) -> BM25:
+        """The state `to_dict` wrote, checked first: a damaged file gives a ValueError saying where, not a
+        KeyError here or an IndexError at the first query that touches a row past the end."""
+        if not isinstance(state, dict):
+            raise ValueError("expected a JSON object")
         if state.get("format") != FORMAT:
             raise ValueError(f"unsupported BM25 state format {state.get('format')!r}")
+        for name, top, wanted in (("k1", math.inf, "a non-negative number"), ("b", 1.0, "a number from 0 to 1")):
+            value = state.get(name)  # b > 1 would make long documents score below zero
+            number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            if not (number and 0 <= value <= top):  # type: ignore[operator]
+                raise ValueError(f'"{name}" must be {wanted}')
+        doc_len = state.get("doc_len")
+        if not isinstance(doc_len, list) or not all(_count(n) for n in doc_len):
+            raise ValueError('"doc_len" must be a list of non-negative integers')
+        postings = state.get("postings")
+        if not isinstance(postings, dict):
+            raise ValueError('"postings" must be an object')
+        rows = len(doc_len)
+        checked: dict[str, list[tuple[int, int]]] = {}
+        for term, plist in postings.items():
+            if not isinstance(plist, list):
+                raise ValueError(f'"postings" {term!r} must be a list')
+            last = -1
+            for entry in plist:
+                if not (isinstance(entry, list) and len(entry) == 2 and _count(entry[0]) and _count(entry[1])):
+                    raise ValueError(f'"postings" {term!r}: {str(entry)[:40]} is not a [row, frequency] pair')
+                row, tf = entry
+                if row >= rows:
+                    raise ValueError(f'"postings" {term!r}: row {row} is out of range ({rows} documents)')
+                if row <= last:  # `add` writes rows in ascending order, once each
+                    raise ValueError(f'"postings" {term!r}: row {row} is repeated or out of order')
+                if tf == 0:
+                    raise ValueError(f'"postings" {term!r}: row {row} has frequency 0')
+                last = row
+            checked[term] = [(row, tf) for row, tf in plist]
         bm25 = cls(k1=float(state["k1"]), b=float(state["b"]))
-        bm25.doc_len = [int(n) for n in state["doc_len"]]
-        bm25.postings = {term: [(int(r), int(tf)) for r, tf in plist] for term, plist in state["postings"].items()}
+        bm25.doc_len = list(doc_len)
+        bm25.postings = checked
         return bm25
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

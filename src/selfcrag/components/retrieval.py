@@ -8,11 +8,11 @@ import time: faiss and the embedding model load on first use.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.components import index_files
+from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import BM25
 from selfcrag.components.embeddings import reads
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
     from selfcrag.context import Context
 
 FORMAT_VERSION = 1
-MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.json"
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 EMBED_BATCH = 64
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
@@ -102,80 +103,149 @@ def _title(text: str, stem: str) -> str:
     return heading.group(1) if heading else re.sub(r"[_-]+", " ", stem).strip() or stem
 
 
-def _file_document(path: Path, doc_id: str, source: str) -> SourceDocument | None:
-    text = _read(path)
-    if not text.strip():
-        return None  # an empty file adds nothing; an all-empty input is reported by load_documents
-    return SourceDocument(doc_id=doc_id, title=_title(text, path.stem), source=source, text=text)
+@dataclass(frozen=True)
+class Skipped:
+    """An input ingest left out: a JSONL record (`line` > 0) or a whole file, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}" if self.line else f"{self.file}: {self.reason}"
 
 
-def _folder_documents(root: Path) -> list[SourceDocument]:
+@dataclass
+class LoadedDocuments:
+    documents: list[SourceDocument]
+    skipped: list[Skipped]
+
+
+class _Collector:
+    """Documents in input order, with what was skipped; `strict` turns the first skip into the error."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.documents: list[SourceDocument] = []
+        self.skipped: list[Skipped] = []
+        self._owners: dict[str, tuple[str, int]] = {}  # doc id -> the file and line it came from
+
+    def skip(self, file: Path | str, line: int, reason: str) -> None:
+        problem = Skipped(str(file), line, reason)
+        if self.strict:
+            raise IngestError(str(problem))
+        self.skipped.append(problem)
+
+    def add(self, doc: SourceDocument, file: Path, line: int = 0) -> None:
+        # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
+        if doc.doc_id in self._owners:
+            first_file, first_line = self._owners[doc.doc_id]
+            first = (f"line {first_line}" if first_file == str(file) else
+                     f"{first_file}:{first_line}" if first_line else first_file)
+            self.skip(file, line, f"duplicate id {doc.doc_id!r} (first on {first})")
+            return
+        self._owners[doc.doc_id] = (str(file), line)
+        self.documents.append(doc)
+
+    def file(self, path: Path, doc_id: str, source: str) -> None:
+        try:
+            text = _read(path)
+        except IngestError as exc:
+            if self.strict:
+                raise
+            self.skipped.append(Skipped(str(path), 0, str(exc).removeprefix(f"{path}: ")))
+            return
+        if text.strip():  # an empty file adds nothing; an all-empty input is reported by read_documents
+            self.add(SourceDocument(doc_id=doc_id, title=_title(text, path.stem), source=source, text=text), path)
+
+
+def _folder_documents(root: Path, out: _Collector) -> None:
     suffixes = TEXT_SUFFIXES + ((".pdf",) if _pdf_available() else ())
-    docs = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if path.suffix.lower() not in suffixes or any(p.startswith(".") for p in rel.parts) or not path.is_file():
             continue
-        doc = _file_document(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
-        if doc:
-            docs.append(doc)
-    return docs
+        out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
 
 
-def _jsonl_documents(path: Path) -> list[SourceDocument]:
-    docs: list[SourceDocument] = []
-    seen: dict[str, int] = {}
-    for lineno, line in enumerate(_read(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise IngestError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise IngestError(f"{path}:{lineno}: expected a JSON object with \"id\" and \"text\"")
-        missing = [f'"{name}"' for name in ("id", "text") if record.get(name) in (None, "")]
-        if missing:
-            raise IngestError(f"{path}:{lineno}: missing {' and '.join(missing)}")
-        if not isinstance(record["text"], str) or not isinstance(record["id"], str | int):
-            raise IngestError(f'{path}:{lineno}: "id" must be a string or number and "text" a string')
-        doc_id = str(record["id"]).strip()
-        if doc_id in seen:
-            raise IngestError(f"{path}:{lineno}: duplicate id {doc_id!r} (first on line {seen[doc_id]})")
-        seen[doc_id] = lineno
-        title = str(record.get("title") or doc_id)
-        docs.append(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=record["text"]))
-    return docs
+def _jsonl_record(line: bytes) -> tuple[str, str, str]:
+    """(id, title, text) of one JSONL line, or ValueError saying what is wrong with it."""
+    try:
+        record = json.loads(line.decode("utf-8-sig"))  # utf-8-sig: a BOM before the first record is no error
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise ValueError('expected a JSON object with "id" and "text"')
+    missing = [f'"{name}"' for name in ("id", "text") if record.get(name) is None]
+    if missing:
+        raise ValueError(f"missing {' and '.join(missing)}")
+    doc_id, text, title = record["id"], record["text"], record.get("title")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or not isinstance(text, str):
+        raise ValueError('"id" must be a string or integer and "text" a string')
+    if title is not None and (isinstance(title, bool) or not isinstance(title, str | int | float)):
+        raise ValueError('"title" must be a string')
+    empty = [f'"{name}"' for name, value in (("id", str(doc_id)), ("text", text)) if not value.strip()]
+    if empty:
+        raise ValueError(f"empty {' and '.join(empty)}")
+    doc_id = str(doc_id).strip()
+    return doc_id, str(title or doc_id), text
 
 
-def load_documents(paths: Iterable[str | Path]) -> list[SourceDocument]:
-    """Documents from folders (recursive .md/.txt, .pdf with pypdf), single files and JSONL corpora."""
+def _jsonl_documents(path: Path, out: _Collector) -> None:
+    # Bytes, line by line: only \n ends a record (str.splitlines would also cut at a U+2028 inside a text),
+    # and one line in another encoding costs that line, not the file.
+    try:
+        with path.open("rb") as lines:
+            for lineno, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc_id, title, text = _jsonl_record(line)
+                except ValueError as exc:
+                    out.skip(path, lineno, str(exc))
+                    continue
+                out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text), path, lineno)
+    except OSError as exc:
+        out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
+
+
+def read_documents(paths: Iterable[str | Path], strict: bool = False) -> LoadedDocuments:
+    """Documents from folders (recursive .md/.txt, .pdf with pypdf), single files and JSONL corpora, and the
+    inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text, wrong types, a
+    repeated id) or an unreadable file. One bad record in a million should not cost the other 999,999;
+    `strict` makes the first one an IngestError instead. A missing path, an unsupported file type or
+    an input with nothing usable left is always an error."""
     paths = list(paths)
-    docs: list[SourceDocument] = []
+    out = _Collector(strict)
     for raw in paths:
         path = Path(raw).expanduser()
         suffix = path.suffix.lower()
         if not path.exists():
             raise IngestError(f"{raw}: no such file or directory")
         if path.is_dir():
-            docs += _folder_documents(path)
+            _folder_documents(path, out)
         elif suffix == ".jsonl":
-            docs += _jsonl_documents(path)
+            _jsonl_documents(path, out)
         elif suffix in TEXT_SUFFIXES or (suffix == ".pdf" and _pdf_available()):
-            doc = _file_document(path, path.stem, path.name)
-            docs += [doc] if doc else []
+            out.file(path, path.stem, path.name)
         elif suffix == ".pdf":
             raise IngestError(f"{raw}: reading PDF needs pypdf (pip install pypdf)")
         else:
             raise IngestError(f"{raw}: unsupported file type; use a folder, .md, .txt, .pdf or .jsonl")
-    owners: dict[str, str] = {}
-    for doc in docs:  # chunk ids derive from doc ids, so two documents must not share one
-        if doc.doc_id in owners:
-            raise IngestError(f"duplicate document id {doc.doc_id!r} ({owners[doc.doc_id]} and {doc.source})")
-        owners[doc.doc_id] = doc.source
-    if not docs:
-        raise IngestError(f"no documents found in {', '.join(map(str, paths)) or 'no paths'}")
-    return docs
+    if not out.documents:
+        where = ", ".join(map(str, paths)) or "no paths"
+        if out.skipped:
+            raise IngestError(f"no usable documents in {where}: {len(out.skipped)} skipped, the first: "
+                              f"{out.skipped[0]}")
+        raise IngestError(f"no documents found in {where}")
+    return LoadedDocuments(out.documents, out.skipped)
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[SourceDocument]:
+    """`read_documents(paths, strict=True)`: the documents, or an IngestError at the first bad input."""
+    return read_documents(paths, strict=True).documents
 
 
 # --- chunking ---------------------------------------------------------------------------------------
@@ -244,9 +314,15 @@ def _mismatch(directory: str | Path, what: str, built: object, current: object, 
 
 def _require_index(directory: str | Path) -> Path:
     path = Path(directory).expanduser()
-    if not all((path / name).is_file() for name in (MANIFEST, VECTORS, CHUNKS, KEYWORDS)):
-        raise IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
-    return path
+    # A save killed between its two renames leaves the old index beside a missing directory: put it back.
+    found = recover_directory(path, index_files.complete)
+    if found is None or not index_files.complete(found):
+        raise _no_index(directory)
+    return found
+
+
+def _no_index(directory: str | Path) -> IngestError:
+    return IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
 
 
 class HybridIndex:
@@ -373,49 +449,75 @@ class HybridIndex:
         }
 
     def save(self, directory: str | Path) -> None:
-        import faiss
-
+        """Write the index to `directory` all at once: readers (and a later load after a crash, Ctrl-C or a
+        full disk halfway) find the complete old index or the complete new one (`atomic_dir`)."""
         path = Path(directory).expanduser()
-        path.mkdir(parents=True, exist_ok=True)
-        # The manifest goes last (and the old one first), so a save that dies halfway leaves no index
-        # that looks complete.
-        (path / MANIFEST).unlink(missing_ok=True)
-        faiss.write_index(self._vectors, str(path / VECTORS))
-        with (path / CHUNKS).open("w", encoding="utf-8") as out:
-            for chunk in self.chunks:
-                out.write(json.dumps(asdict(chunk), ensure_ascii=False) + "\n")
-        (path / KEYWORDS).write_text(json.dumps(self._bm25.to_dict()), encoding="utf-8")
-        (path / MANIFEST).write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
+        _check_replaceable(path)
+        chunks = (asdict(chunk) for chunk in self.chunks)
+        replace_directory(path, lambda tmp: index_files.write_files(
+            tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest()))
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder) -> HybridIndex:
-        import faiss
-
+        """The index saved in `directory`, every file checked first (one-line IngestError if not)."""
         path = _require_index(directory)
+        with reading(path):  # a concurrent save swaps its index in after we have read all four files
+            if not index_files.complete(path):  # a save killed halfway since _require_index looked
+                raise _no_index(directory)
+            return cls._read(path, directory, embedder)
+
+    @classmethod
+    def _read(cls, path: Path, directory: str | Path, embedder: Embedder) -> HybridIndex:
         rebuild = f"rebuild it with `selfcrag ingest PATH --index {directory}`"
         try:
-            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-            if manifest.get("format_version") != FORMAT_VERSION:
-                raise IngestError(f"index at {directory} has format {manifest.get('format_version')!r}, "
+            manifest = index_files.read_manifest(path)
+            if manifest["format_version"] != FORMAT_VERSION:
+                raise IngestError(f"index at {directory} has format {manifest['format_version']!r}, "
                                   f"this selfcrag reads {FORMAT_VERSION}; {rebuild}")
-            if manifest.get("embedder") != _name(embedder):
-                raise _mismatch(directory, "embedder", manifest.get("embedder"), _name(embedder),
+            if manifest["embedder"] != _name(embedder):
+                raise _mismatch(directory, "embedder", manifest["embedder"], _name(embedder),
                                 "vectors of two embedding models are not comparable")
             # Indexes from before the tokenizer was recorded cut Chinese into single characters.
             if manifest.get("tokenizer", "words/1") != TOKENIZER:
                 raise _mismatch(directory, "keyword tokenizer", manifest.get("tokenizer", "words/1"), TOKENIZER,
                                 "its keywords would not match the queries'")
-            vectors = faiss.read_index(str(path / VECTORS))
-            with (path / CHUNKS).open(encoding="utf-8") as lines:
-                chunks = [Chunk(**json.loads(line)) for line in lines if line.strip()]
-            bm25 = BM25.from_dict(json.loads((path / KEYWORDS).read_text(encoding="utf-8")))
+            count = manifest["chunks"]
+            vectors = index_files.read_vectors(path, manifest["dim"], count)
+            chunks = [Chunk(**record) for record in index_files.read_chunks(path, count)]
+            try:
+                bm25 = BM25.from_dict(index_files.read_keywords(path))
+            except index_files.DamagedFile:
+                raise
+            except ValueError as exc:
+                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {exc}") from None
+            if len(bm25) != count:
+                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {len(bm25)} documents but "
+                                              f"{index_files.MANIFEST} says {count} chunks")
         except IngestError:
             raise
-        except Exception as exc:  # corrupt JSON, a truncated faiss file, a chunk with wrong fields
-            raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {exc}); {rebuild}") from None
-        if not vectors.ntotal == len(chunks) == len(bm25) == manifest.get("chunks"):
-            raise IngestError(f"index at {directory} is inconsistent (chunk counts differ); {rebuild}")
+        except index_files.DamagedFile as exc:
+            raise IngestError(f"index at {directory} is damaged: {_one_line(exc)}; {rebuild}") from None
+        except Exception as exc:  # an unreadable file, or faiss refusing what passed the checks
+            raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "
+                              f"{rebuild}") from None
         return cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]  # faiss's messages span lines and name its C++ source files
+
+
+def _check_replaceable(path: Path) -> None:
+    """A save replaces the whole directory, so it must hold an index (or nothing): `--index docs/` by
+    mistake must not swap the user's documents away."""
+    if path.exists() and not path.is_dir():
+        raise IngestError(f"{path} is a file; an index needs a directory of its own")
+    if path.is_dir():
+        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in index_files.FILES)
+        if foreign:
+            raise IngestError(f"{path} holds files that are not an index's ({', '.join(foreign[:3])}"
+                              f"{', ...' if len(foreign) > 3 else ''}); saving replaces the whole directory, "
+                              f"so choose a new or empty one")
 
 
 # --- process-wide indexes ---------------------------------------------------------------------------
@@ -446,7 +548,8 @@ def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> Hybri
     """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since)."""
     path = _require_index(index_dir).resolve()  # before loading a model: a typo should fail fast
     embedder = _embedder_or_default(embedder)
-    stamp = str((path / MANIFEST).stat().st_mtime_ns)  # a rebuilt index gets a new manifest, so a new entry
+    manifest = (path / index_files.MANIFEST).stat()  # a rebuilt index has a new manifest file, so a new entry
+    stamp = f"{manifest.st_ino}:{manifest.st_mtime_ns}"
     return _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
 
 
@@ -469,18 +572,14 @@ def sample_index(embedder: Embedder | None = None) -> HybridIndex:
         with resources.as_file(resources.files("selfcrag") / "data" / "sample_kb") as folder:
             documents = load_documents([folder])
         cache = _sample_cache_dir(documents, embedder)
-        if (cache / MANIFEST).exists():
-            try:
-                return HybridIndex.load(cache, embedder)
-            except (IngestError, OSError, ValueError):
-                pass  # a damaged cache is rebuilt below
-        index = HybridIndex.build(chunk_documents(documents), embedder)
-        staging = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")  # two first runs at once must not mix files
         try:
-            index.save(staging)
-            staging.rename(cache)
-        except OSError:  # read-only home, or another process won the rename: the index in memory still works
-            shutil.rmtree(staging, ignore_errors=True)
+            return HybridIndex.load(cache, embedder)
+        except (IngestError, OSError):
+            pass  # not built yet, or damaged: built below
+        index = HybridIndex.build(chunk_documents(documents), embedder)
+        # Two first runs at once each save whole and the last swap wins (the same index twice).
+        with contextlib.suppress(OSError, IngestError):  # read-only home: the index in memory still works
+            index.save(cache)
         return index
 
     return _cached(("<sample>", _name(embedder)), build)

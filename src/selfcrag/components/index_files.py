@@ -1,0 +1,158 @@
+"""The four files of a saved index, written whole and checked field by field before anything is believed.
+
+A damaged file must give one line naming the file and what is wrong — never a traceback, and never an
+allocation the file cannot back: `vectors.faiss` says in its header how many vectors follow, and faiss
+allocates that much before it reads them (a 4.6 KB file claiming 2 GB grew a process to 2.4 GB), so the
+header is parsed here and checked against the file's real size before faiss sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.json"
+FILES = (MANIFEST, VECTORS, CHUNKS, KEYWORDS)
+CHUNK_FIELDS = {"id": str, "doc_id": str, "chunk_index": int, "title": str, "source": str, "text": str}
+# faiss's IndexFlatIP on disk: fourcc, d (int32), ntotal (int64), two unused int64, is_trained (uint8),
+# metric (int32; 0 = inner product), then the vectors as a float array: its length (uint64) and the floats.
+_FLAT_IP = b"IxFI"
+_HEADER = struct.Struct("<4siqqqBiQ")
+
+
+class DamagedFile(ValueError):
+    """One file of an index is not what the others say; the message starts with the file's name."""
+
+
+def is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is not a count
+
+
+def is_number(value: object) -> bool:
+    return (is_integer(value) or isinstance(value, float)) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def complete(directory: Path) -> bool:
+    return all((directory / name).is_file() for name in FILES)
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+
+def _write(path: Path, parts: Iterable[bytes]) -> None:
+    with path.open("wb") as out:
+        for part in parts:
+            out.write(part)
+
+
+def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]], bm25: dict[str, Any],
+                manifest: dict[str, Any]) -> None:
+    """The manifest goes last: a directory without one was never finished."""
+    import faiss
+
+    _write(directory / VECTORS, [faiss.serialize_index(vectors).tobytes()])
+    _write(directory / CHUNKS, ((json.dumps(c, ensure_ascii=False) + "\n").encode() for c in chunks))
+    _write(directory / KEYWORDS, [json.dumps(bm25).encode()])
+    _write(directory / MANIFEST, [(json.dumps(manifest, indent=2) + "\n").encode()])
+
+
+# --- reading ----------------------------------------------------------------------------------------
+
+
+def _json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DamagedFile(f"{path.name}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedFile(f"{path.name}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+    except RecursionError:
+        raise DamagedFile(f"{path.name}: JSON nested too deeply") from None
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    manifest = _json_file(directory / MANIFEST)
+    if not isinstance(manifest, dict):
+        raise DamagedFile(f"{MANIFEST}: expected a JSON object")
+    checks = {"format_version": is_integer, "embedder": lambda v: isinstance(v, str), "dim": is_integer,
+              "chunks": is_integer}
+    for name, ok in checks.items():
+        if name not in manifest:
+            raise DamagedFile(f'{MANIFEST}: "{name}" is missing')
+        if not ok(manifest[name]):
+            kind = "a string" if name == "embedder" else "an integer"
+            raise DamagedFile(f'{MANIFEST}: "{name}" must be {kind}, not {json.dumps(manifest[name])[:40]}')
+    for name in ("tokenizer", "created"):
+        if name in manifest and not isinstance(manifest[name], str):
+            raise DamagedFile(f'{MANIFEST}: "{name}" must be a string')
+    if manifest["dim"] <= 0 or manifest["chunks"] < 0:
+        raise DamagedFile(f'{MANIFEST}: "dim" must be positive and "chunks" not negative')
+    return manifest
+
+
+def read_vectors(directory: Path, dim: int, count: int) -> Any:
+    """The FAISS index, after its header has been checked against the file's size and the manifest."""
+    import faiss
+
+    path = directory / VECTORS
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise DamagedFile(f"{VECTORS}: {size} bytes, too short for a FAISS header")
+    fourcc, d, ntotal, _, _, _, metric, floats = _HEADER.unpack(head)
+    if fourcc != _FLAT_IP or metric != 0:
+        raise DamagedFile(f"{VECTORS}: not a flat inner-product FAISS index (type {fourcc!r}, metric {metric})")
+    if d <= 0 or ntotal < 0 or floats != d * ntotal:
+        raise DamagedFile(f"{VECTORS}: header is inconsistent ({ntotal} vectors of {d} dimensions, {floats} floats)")
+    claimed = _HEADER.size + 4 * floats
+    if size != claimed:
+        raise DamagedFile(f"{VECTORS}: {size:,} bytes but its header claims {ntotal:,} vectors of {d} dimensions "
+                          f"({claimed:,} bytes)")
+    if (d, ntotal) != (dim, count):
+        raise DamagedFile(f"{VECTORS}: holds {ntotal} vectors of {d} dimensions but {MANIFEST} says "
+                          f"{count} of {dim}")
+    return faiss.read_index(str(path))
+
+
+def _chunk_record(line: bytes, lineno: int) -> dict[str, Any]:
+    where = f"{CHUNKS} line {lineno}"
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DamagedFile(f"{where}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedFile(f"{where}: invalid JSON ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise DamagedFile(f"{where}: expected a JSON object")
+    for name, kind in CHUNK_FIELDS.items():
+        if name not in record:
+            raise DamagedFile(f'{where}: "{name}" is missing')
+        value = record[name]
+        if not (is_integer(value) if kind is int else isinstance(value, kind)):
+            raise DamagedFile(f'{where}: "{name}" must be {"an integer" if kind is int else "a string"}')
+    if record["chunk_index"] < 0 or record["id"] != f"{record['doc_id']}#{record['chunk_index']}":
+        raise DamagedFile(f'{where}: "id" {record["id"]!r} does not match "doc_id" and "chunk_index"')
+    return {name: record[name] for name in CHUNK_FIELDS}
+
+
+def read_chunks(directory: Path, count: int) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    with (directory / CHUNKS).open("rb") as lines:
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            if len(records) == count:
+                raise DamagedFile(f"{CHUNKS}: more than the {count} chunks {MANIFEST} says")
+            records.append(_chunk_record(line, lineno))
+    if len(records) != count:
+        raise DamagedFile(f"{CHUNKS}: {len(records)} chunks but {MANIFEST} says {count}")
+    return records
+
+
+def read_keywords(directory: Path) -> Any:
+    return _json_file(directory / KEYWORDS)
