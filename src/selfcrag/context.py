@@ -217,6 +217,16 @@ class Context:
         metadata={"description": "Token budget (tiktoken) of the evidence in the generator prompt; the "
                   "highest-scoring strips are kept."},
     )
+    # --- bounded calls (operator settings: a server client must not choose them per run) ---------------
+    run_timeout: float = field(
+        default=120.0,
+        metadata={"description": "Seconds one run may take: every model call and web search ends by then, and "
+                  "once it is spent the remaining steps degrade without calling out."},
+    )
+    web_timeout: float = field(
+        default=15.0,
+        metadata={"description": "Seconds one web search may take in all (never past the run's deadline)."},
+    )
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
@@ -248,6 +258,8 @@ class Context:
                 raise ValueError(f"{f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}")
         if self.history_turns < 0 or self.context_tokens < 1 or self.llm_timeout <= 0:
             raise ValueError("need history_turns >= 0, context_tokens >= 1 and llm_timeout > 0")
+        if self.run_timeout <= 0 or self.web_timeout <= 0:
+            raise ValueError("need run_timeout > 0 and web_timeout > 0")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:

@@ -9,7 +9,9 @@
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
-call models retry transient faults (RetryPolicy); other faults degrade inside the components, never crash.
+call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
+themselves (components/llm/calls.py), so no node has a RetryPolicy: re-running a whole node lost the failed
+attempt's counts. Other faults degrade inside the components, never crash.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from langgraph.runtime import Runtime
 
 from selfcrag import routing
 from selfcrag.components.backend import Components, auto_components, model_components
-from selfcrag.components.llm.faults import MODEL_RETRY
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import (
+    bounded,
     check_hallucination,
     finalize,
     generate,
@@ -73,7 +75,7 @@ def build_graph(  # noqa: ANN201
     graph = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     for node in NODES:
         name = node.__name__.rsplit(".", 1)[-1]
-        graph.add_node(name, node.make(components), retry_policy=MODEL_RETRY if name in MODEL_NODES else None)
+        graph.add_node(name, bounded(node.make(components)) if name in MODEL_NODES else node.make(components))
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "retrieve")

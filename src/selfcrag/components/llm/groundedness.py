@@ -50,7 +50,7 @@ class LLMGroundednessChecker:
         flags = rule_flags(plain, evidence)
         flagged = [s for s in split_sentences(plain) if rule_flags(s, evidence)]
         reply = ask(self.models, self.models.grader(settings), StatementCheck,
-                    prompts.groundedness(answer, evidence), settings)  # fmt: skip
+                    prompts.groundedness(answer, evidence), settings, "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
         if not statements:  # fails closed: an answer nobody could check is not shown as grounded
