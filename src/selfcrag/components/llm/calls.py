@@ -262,14 +262,14 @@ def before(deadline: float, work: Callable[[], T], span: str) -> T:
 def within(seconds: float, work: Callable[[], T], what: str) -> T:
     """`work()` for at most `seconds`, and never past the run's deadline (web search: not a model call, so it
     takes nothing from the call budget). Raises RunTimeSpent when the run has no time left."""
-    deadline, why = time.monotonic() + seconds, "its timeout"
+    deadline, span = time.monotonic() + seconds, f"{seconds:.3g} s (its timeout)"
     limits = current_limits()
     if limits is not None and limits.deadline < deadline:
         if limits.remaining() <= 0:
             raise RunTimeSpent(f"the run's time limit (run_timeout={limits.run_timeout:g} s) is spent: {what} "
                                "not made")  # fmt: skip
-        deadline, why = limits.deadline, "the run's remaining time"
-    return before(deadline, work, f"{deadline - time.monotonic():.3g} s ({why})")
+        deadline, span = limits.deadline, f"{limits.remaining():.3g} s (the run's remaining time)"
+    return before(deadline, work, span)
 
 
 def time_left(seconds: float) -> float:

@@ -90,9 +90,8 @@ def ask_many(models: ChatModels, model: BaseChatModel, schema: type[T], conversa
     for method in _methods_to_try(models, model, settings):
         runnable: Any
         try:
-            runnable = capped if method == "prompt" else capped.with_structured_output(
-                json_schema, method=method, include_raw=True
-            )
+            runnable = capped if method == "prompt" else _request_only(
+                capped.with_structured_output(json_schema, method=method))
         except (NotImplementedError, ValueError, TypeError) as exc:  # this model class has no such method
             failure = describe(exc)
             continue
@@ -107,7 +106,7 @@ def ask_many(models: ChatModels, model: BaseChatModel, schema: type[T], conversa
             continue
         if any(o.error is None for o in outcomes):  # a timeout or a spent budget says nothing about the method
             models.remember(model, method)
-        replies = [_reply(schema, o, method, sent, limit) for o, sent in zip(outcomes, asked, strict=True)]
+        replies = [_reply(schema, o, sent, limit) for o, sent in zip(outcomes, asked, strict=True)]
         replies[0].calls += probes
         return replies
     error = f"no structured-output method worked: {failure}"
@@ -146,22 +145,30 @@ def _methods_to_try(models: ChatModels, model: BaseChatModel, settings: Context)
     return (known,) if known else METHODS
 
 
+def _request_only(structured: Any) -> Any:
+    """The model bound to ask for the structure, without LangChain's parser after it: that parser retries a
+    failing parse one character shorter at a time, for minutes on a megabyte reply. Every provider's
+    `with_structured_output` is `model.bind(...) | parser`; we parse the raw message ourselves (`_reply`)."""
+    first = getattr(structured, "first", None)
+    if first is None:  # some other shape: cannot be taken apart, so no structured request of this method
+        raise NotImplementedError(f"cannot separate {type(structured).__name__} from its parser")
+    return first
+
+
 def _rejected_method(error: BaseException) -> bool:
     return isinstance(error, NotImplementedError) or status_of(error) in (400, 422)
 
 
-def _reply(schema: type[T], outcome: Outcome, method: str, conversation: list[BaseMessage], limit: int) -> Reply[T]:
+def _reply(schema: type[T], outcome: Outcome, conversation: list[BaseMessage], limit: int) -> Reply[T]:
     if outcome.error is not None:
         return Reply(None, calls=outcome.calls, error=outcome.reason)
-    out = outcome.output
-    raw = out if method == "prompt" else out["raw"]
-    parsed = None if method == "prompt" else out.get("parsed")
+    raw = outcome.output
     tokens = usage_tokens(raw, conversation)
     if (size := reply_size(raw)) > limit:  # a runaway reply: not worth parsing, whatever the client made of it
         return Reply(None, calls=outcome.calls, tokens=tokens,
                      error=f"malformed reply: {size} characters, more than the {limit} this call allows")
     try:
-        for candidate in _candidates(parsed, raw, limit):
+        for candidate in _candidates(raw, limit):
             try:
                 return Reply(schema.model_validate(_fit(schema, candidate)), calls=outcome.calls, tokens=tokens)
             except (ValidationError, TypeError, ValueError):
@@ -181,11 +188,9 @@ def reply_size(message: Any) -> int:
     return size
 
 
-def _candidates(parsed: Any, raw: Any, limit: int) -> Iterator[Any]:
-    """What the reply may hold, best first: the client's parse, tool-call arguments, then the text, leniently.
-    Lazily: the lenient parse runs only when the better candidates did not validate."""
-    if parsed is not None:
-        yield parsed
+def _candidates(raw: Any, limit: int) -> Iterator[Any]:
+    """What the reply may hold, best first: tool-call arguments (the client parsed them), then the text,
+    leniently. Lazily: the lenient parse runs only when the better candidates did not validate."""
     for call in getattr(raw, "tool_calls", None) or []:
         yield call.get("args")
     texts = [str(call.get("args") or "") for call in getattr(raw, "invalid_tool_calls", None) or []]
