@@ -72,7 +72,7 @@ def main() -> int:
     suffix = "" if args.split == "sample" else f"_{args.split}"
     out = args.out or ROOT / "benchmarks" / "results" / f"squad_graph_vs_plain{suffix}.json"
 
-    from selfcrag import Context, graph
+    from selfcrag import Context, build_graph
     from selfcrag.components.embeddings import default_embedder
     from selfcrag.components.extractive import ExtractiveGenerator
     from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
@@ -83,6 +83,7 @@ def main() -> int:
     index_dir = Path(tempfile.mkdtemp(prefix="selfcrag-squad-"))
     index.save(index_dir)
     context = Context.from_env(index_dir=str(index_dir), domain=args.domain, risk=args.risk)
+    graph = build_graph(settings={"index_dir": str(index_dir)})  # the index is the operator's; the preset a run's
     generator = ExtractiveGenerator(embedder)
 
     def plain(question: str) -> tuple[str, bool, dict]:
@@ -93,7 +94,7 @@ def main() -> int:
         return draft.answer, bool(draft.answer), {}
 
     def selfcorrective(question: str) -> tuple[str, bool, dict]:
-        out = graph.invoke({"question": question}, context=context)
+        out = graph.invoke({"question": question}, context={"domain": args.domain, "risk": args.risk})
         seen = {"decision": out["decision"], "confidence": out["confidence"], "scores": out["scores"]}
         return out["answer"], out["decision"] in ("answer", "answer_with_caveat"), seen
 

@@ -46,7 +46,7 @@ def main() -> int:
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "squad_offline.json")
     args = cli.parse_args()
 
-    from selfcrag import Context, graph
+    from selfcrag import build_graph
     from selfcrag.components.embeddings import default_embedder
     from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
 
@@ -65,12 +65,12 @@ def main() -> int:
     ingest_seconds = time.perf_counter() - started
     index_dir = Path(tempfile.mkdtemp(prefix="selfcrag-squad-"))
     index.save(index_dir)
-    context = Context.from_env(index_dir=str(index_dir))
+    graph = build_graph(settings={"index_dir": str(index_dir)})
 
     rows = []
     for q in questions:
         t0 = time.perf_counter()
-        out = graph.invoke({"question": q["question"]}, context=context)
+        out = graph.invoke({"question": q["question"]})
         seconds = time.perf_counter() - t0
         answered = out["decision"] in ("answer", "answer_with_caveat")
         rows.append(

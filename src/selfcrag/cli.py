@@ -50,19 +50,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = (args.question or "").strip()
     if not question:
         raise CliError("the question is empty")
-    from selfcrag import Context, graph
+    from selfcrag import Context, build_graph
     from selfcrag.components.retrieval import open_index
 
-    # --model: this run on the model backend with that model; otherwise the environment decides (Context.backend).
-    context = Context.from_env(index_dir=args.index, generator_model=args.model or None,
-                               backend="model" if args.model else None,
-                               embeddings=args.embeddings or None, domain=args.domain or None,
-                               risk=args.risk or None)  # fmt: skip
+    # The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
+    # builds its graph with them; the quality preset is a run setting.
+    operator = {"index_dir": args.index or None, "generator_model": args.model or None,
+                "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
+    settings = Context.from_env(**operator)
+    graph = build_graph(settings={name: value for name, value in operator.items() if value is not None})
+    context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
     if args.index:
         from selfcrag.components.embeddings import embedder_for
 
         # Fail fast, with the loader's one-line message (a missing index, other embeddings), before the run starts.
-        open_index(args.index, embedder_for(context.embeddings))
+        open_index(args.index, embedder_for(settings.embeddings))
     if args.stream:  # progress and tokens live on stderr; the answer on stdout as usual
         from selfcrag.streaming import stream_run
 
@@ -131,7 +133,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    from selfcrag.components.sanitize import decode_argv
+
+    # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
+    # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
+    args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     from selfcrag.components.embeddings import EmbeddingModelError
     from selfcrag.components.retrieval import IngestError
 

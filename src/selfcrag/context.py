@@ -1,232 +1,236 @@
-"""Every run-time setting in one place: LangGraph's `context_schema`.
+"""Every setting in one place: LangGraph's `context_schema`, with the trust boundary between two kinds of setting.
 
-Studio shows each field with its description. Defaults come from `SELFCRAG_<FIELD>` environment variables
-when set, else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
-Pass a `Context(...)` or a plain dict as `context=` to `graph.invoke` to change a run.
+- **Run settings** a caller may choose per run (`graph.invoke(..., context={...})`, a LangGraph server client's
+  `context`): k, thresholds, domain and risk, bounds within the operator's caps, language-facing options.
+- **Operator settings** only the deployment sets, through `SELFCRAG_<FIELD>` environment variables or
+  `build_graph(settings=...)`: model endpoints and names, the index, the embeddings, deadlines, and the caps that
+  bound every loop and size a run may ask for. A run that asks for a different value gets `SettingsError`; a run
+  that repeats the operator's value (or the field's default, as a form that sends every field does) is accepted.
+
+Studio shows every field with its description; operator fields say so. Defaults come from the environment when set,
+else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
 
-
-def _env(name: str, default: Any) -> Any:
-    """Default for a field from SELFCRAG_<NAME>, cast to the default's type."""
-    raw = os.environ.get(f"SELFCRAG_{name.upper()}")
-    if raw is None or raw == "":
-        return default
-    if isinstance(default, bool):
-        return raw.strip().lower() in {"1", "true", "yes", "on"}
-    try:
-        return type(default)(raw)
-    except ValueError as exc:
-        raise ValueError(f"SELFCRAG_{name.upper()}={raw!r} is not a valid {type(default).__name__}") from exc
+OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
 
 
-def _choices(annotation: Any) -> tuple[str, ...]:
-    """The values of a `Literal[...]` field annotation (a string here: this module postpones annotations)."""
-    if isinstance(annotation, str) and annotation.startswith("Literal["):
-        return tuple(part.strip().strip("'\"") for part in annotation[len("Literal[") : -1].split(","))
-    return ()
+class SettingsError(ValueError):
+    """A run asked for a setting it may not choose, or beyond the operator's cap: one line for the caller."""
 
 
-@dataclass(kw_only=True)
-class Context:
+def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
+    """A setting a caller may choose per run; `cap` names the operator setting that bounds it."""
+    extra: dict[str, Any] = {"scope": "run", **({"cap": cap} if cap else {})}
+    note = f" At most `{cap}` (operator)." if cap else ""
+    return Field(default, description=description + note, json_schema_extra=extra, **limits)
+
+
+def operator(default: Any, description: str, **limits: Any) -> Any:
+    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps."""
+    return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
+
+
+UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
+OVERRIDE: dict[str, Any] = {"ge": -1.0, "le": 1.0}  # a quality minimum, or negative for "from the preset"
+
+
+class Context(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __init__(self, **values: Any) -> None:
+        # One line per bad field, also when LangGraph builds the context from a server client's JSON.
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+                        for e in exc.errors()]  # fmt: skip
+            raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
     # --- knowledge base -----------------------------------------------------------------------------
-    index_dir: str = field(
-        default="",
-        metadata={"description": "Directory of an index built by `selfcrag ingest`; empty = the bundled sample."},
-    )
-    k: int = field(default=5, metadata={"description": "Passages retrieved per round."})
-    vector_weight: float = field(
-        default=0.6, metadata={"description": "Weight of the normalised FAISS (semantic) score in fusion."}
-    )
-    keyword_weight: float = field(
-        default=0.4, metadata={"description": "Weight of the normalised BM25 (keyword) score in fusion."}
-    )
-    agreement_bonus: float = field(
-        default=0.1, metadata={"description": "Added to a chunk's fused score when both retrievers find it."}
-    )
-    min_similarity: float = field(
-        default=0.2,
-        metadata={"description": "Quality gate: drop chunks whose cosine similarity to the query is below this."},
+    index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`; empty = the bundled sample.")
+    k: int = run(5, "Passages retrieved per round.", cap="cap_k", ge=1)
+    vector_weight: float = run(0.6, "Weight of the normalised FAISS (semantic) score in fusion.", **UNIT)
+    keyword_weight: float = run(0.4, "Weight of the normalised BM25 (keyword) score in fusion.", **UNIT)
+    agreement_bonus: float = run(0.1, "Added to a chunk's fused score when both retrievers find it.", **UNIT)
+    min_similarity: float = run(
+        0.2, "Quality gate: drop chunks whose cosine similarity to the query is below this.", **UNIT
     )
     # --- embeddings ---------------------------------------------------------------------------------
-    embeddings: str = field(
-        default="local",
-        metadata={
-            "description": "`local`: all-MiniLM-L6-v2 on this machine (offline). `openai:<model>`: an "
-            "OpenAI-compatible embeddings endpoint (OPENAI_BASE_URL, OPENAI_API_KEY). An index remembers the "
-            "embeddings that built it and refuses others. An embedder passed to build_graph takes precedence."
-        },
+    embeddings: str = operator(
+        "local",
+        "`local`: all-MiniLM-L6-v2 on this machine (offline). `openai:<model>`: an OpenAI-compatible embeddings "
+        "endpoint (OPENAI_BASE_URL, OPENAI_API_KEY). An index remembers the embeddings that built it and refuses "
+        "others. An embedder passed to build_graph takes precedence.",
     )
     # --- CRAG evaluation ----------------------------------------------------------------------------
-    upper_threshold: float = field(
-        default=0.55, metadata={"description": "Relevance at or above this grades a passage `correct`."}
-    )
-    lower_threshold: float = field(
-        default=0.35, metadata={"description": "Relevance below this grades a passage `incorrect`."}
-    )
-    crag_policy: Literal["any", "ratio"] = field(
-        default="any",
-        metadata={
-            "description": "`any` (the paper): correct if any passage is correct, incorrect if all are. "
-            "`ratio`: correct if >=60% correct, incorrect if >=80% incorrect, else ambiguous."
-        },
+    upper_threshold: float = run(0.55, "Relevance at or above this grades a passage `correct`.", **UNIT)
+    lower_threshold: float = run(0.35, "Relevance below this grades a passage `incorrect`.", **UNIT)
+    crag_policy: Literal["any", "ratio"] = run(
+        "any",
+        "`any` (the paper): correct if any passage is correct, incorrect if all are. "
+        "`ratio`: correct if >=60% correct, incorrect if >=80% incorrect, else ambiguous.",
     )
     # --- knowledge refinement ----------------------------------------------------------------------
-    strip_sentences: int = field(default=2, metadata={"description": "Sentences per knowledge strip."})
-    max_strips: int = field(default=6, metadata={"description": "Most strips kept for generation."})
-    strip_token_budget: int = field(
-        default=600, metadata={"description": "Most (whitespace) tokens of strips kept for generation."}
+    strip_sentences: int = run(2, "Sentences per knowledge strip.", ge=1, le=20)
+    max_strips: int = run(6, "Most strips kept for generation.", cap="cap_strips", ge=1)
+    strip_token_budget: int = run(
+        600, "Most (whitespace) tokens of strips kept for generation.", cap="cap_context_tokens", ge=1
     )
     # --- generation and checks ---------------------------------------------------------------------
-    max_answer_sentences: int = field(
-        default=2, metadata={"description": "Offline generator: most evidence sentences in an answer."}
-    )
+    max_answer_sentences: int = run(2, "Offline generator: most evidence sentences in an answer.", ge=1, le=20)
     # --- quality bar: domain preset, risk, per-threshold overrides (quality/thresholds.py) ------------
-    domain: Literal["general", "customer_service", "financial", "medical", "legal"] = field(
-        default="general",
-        metadata={"description": "Preset of minimum context relevance / groundedness / answer relevance / "
-                  "confidence: general .70/.75/.70/.72, customer_service .75/.80/.75/.77, financial "
-                  ".85/.85/.80/.83, medical and legal .90/.90/.85/.88."},
+    domain: Literal["general", "customer_service", "financial", "medical", "legal"] = run(
+        "general",
+        "Preset of minimum context relevance / groundedness / answer relevance / confidence: general "
+        ".70/.75/.70/.72, customer_service .75/.80/.75/.77, financial .85/.85/.80/.83, medical and legal "
+        ".90/.90/.85/.88.",
     )
-    risk: Literal["low", "normal", "critical"] = field(
-        default="normal", metadata={"description": "Moves every preset minimum by -0.05 / 0 / +0.05."}
+    risk: Literal["low", "normal", "critical"] = run("normal", "Moves every preset minimum by -0.05 / 0 / +0.05.")
+    min_context_relevance: float = run(
+        -1.0,
+        "Override: minimum relevance of the evidence used (negative = from the preset); weaker evidence is "
+        "corrected before generating.",
+        **OVERRIDE,
     )
-    min_context_relevance: float = field(
-        default=-1.0,
-        metadata={"description": "Override: minimum relevance of the evidence used (negative = from the preset); "
-                  "weaker evidence is corrected before generating."},
+    min_groundedness: float = run(
+        -1.0,
+        "Override: minimum groundedness (negative = from the preset); below it the answer is regenerated, and "
+        "never shown.",
+        **OVERRIDE,
     )
-    min_groundedness: float = field(
-        default=-1.0,
-        metadata={"description": "Override: minimum groundedness (negative = from the preset); below it the "
-                  "answer is regenerated, and never shown."},
+    min_answer_relevance: float = run(
+        -1.0,
+        "Override: minimum answer relevance (negative = from the preset); below it the query is rewritten.",
+        **OVERRIDE,
     )
-    min_answer_relevance: float = field(
-        default=-1.0,
-        metadata={"description": "Override: minimum answer relevance (negative = from the preset); below it the "
-                  "query is rewritten."},
+    min_confidence: float = run(
+        -1.0, "Override: minimum confidence for a plain answer (negative = from the preset).", **OVERRIDE
     )
-    min_confidence: float = field(
-        default=-1.0,
-        metadata={"description": "Override: minimum confidence for a plain answer (negative = from the preset)."},
-    )
-    caveat_band: float = field(
-        default=0.15,
-        metadata={"description": "Scores up to this far below their minimum still answer, with a caveat saying "
-                  "what is uncertain; further below, abstain (or human review)."},
+    caveat_band: float = run(
+        0.15,
+        "Scores up to this far below their minimum still answer, with a caveat saying what is uncertain; further "
+        "below, abstain (or human review).",
+        **UNIT,
     )
     # --- confidence: weights of its four signals (quality/confidence.py) -----------------------------
-    weight_retrieval: float = field(
-        default=0.30, metadata={"description": "Confidence weight: best evidence relevance and source diversity."}
+    weight_retrieval: float = run(
+        0.30, "Confidence weight: best evidence relevance and source diversity.", ge=0.0
     )
-    weight_coverage: float = field(
-        default=0.25, metadata={"description": "Confidence weight: share of the question's terms the evidence covers."}
-    )
-    weight_faithfulness: float = field(
-        default=0.35, metadata={"description": "Confidence weight: groundedness of the answer."}
-    )
-    weight_coherence: float = field(
-        default=0.10,
-        metadata={"description": "Confidence weight: the answer addresses the question and agrees with earlier "
-                  "answers in the thread."},
+    weight_coverage: float = run(0.25, "Confidence weight: share of the question's terms the evidence covers.", ge=0.0)
+    weight_faithfulness: float = run(0.35, "Confidence weight: groundedness of the answer.", ge=0.0)
+    weight_coherence: float = run(
+        0.10,
+        "Confidence weight: the answer addresses the question and agrees with earlier answers in the thread.",
+        ge=0.0,
     )
     # --- bounds (the graph's own counters; never LangGraph's recursion limit) -----------------------
-    max_retrieval_rounds: int = field(default=3, metadata={"description": "Most retrieval rounds per run."})
-    max_generations: int = field(
-        default=2, metadata={"description": "Most generations on the same evidence (1 = no regeneration)."}
+    max_retrieval_rounds: int = run(3, "Most retrieval rounds per run.", cap="cap_retrieval_rounds", ge=1)
+    max_generations: int = run(
+        2, "Most generations on the same evidence (1 = no regeneration).", cap="cap_generations", ge=1
     )
-    max_llm_calls: int = field(
-        default=20, metadata={"description": "Model-call budget per run; corrections stop when it is spent."}
+    max_llm_calls: int = run(
+        20, "Model-call budget per run, retries included; no call is made past it.", cap="cap_llm_calls", ge=0
     )
     # --- optional steps -----------------------------------------------------------------------------
-    web_search: bool = field(
-        default=True, metadata={"description": "Use web search (Tavily) when TAVILY_API_KEY is set."}
-    )
-    web_results: int = field(default=5, metadata={"description": "Web results per search."})
-    human_review: bool = field(
-        default=False,
-        metadata={"description": "Low-confidence answers pause for a person (interrupt) instead of abstaining."},
+    web_search: bool = run(True, "Use web search (Tavily) when TAVILY_API_KEY is set.")
+    web_results: int = run(5, "Web results per search.", cap="cap_web_results", ge=1)
+    human_review: bool = run(
+        False, "Low-confidence answers pause for a person (interrupt) instead of abstaining."
     )
     # --- models -------------------------------------------------------------------------------------
-    backend: Literal["auto", "offline", "model"] = field(
-        default="auto",
-        metadata={
-            "description": "Components of the default graph: `auto` = models when OPENAI_API_KEY or OPENAI_BASE_URL "
-            "is set, else offline; `offline`; `model`. A graph built with its own components or models ignores it."
-        },
+    backend: Literal["auto", "offline", "model"] = operator(
+        "auto",
+        "Components of the default graph: `auto` = models when OPENAI_API_KEY or OPENAI_BASE_URL is set, else "
+        "offline; `offline`; `model`. A graph built with its own components or models ignores it.",
     )
-    generator_model: str = field(
-        default="openai:gpt-4o-mini",
-        metadata={"description": "Chat model that writes answers, as provider:model (e.g. openai:gpt-4o-mini)."},
+    generator_model: str = operator(
+        "openai:gpt-4o-mini", "Chat model that writes answers, as provider:model (e.g. openai:gpt-4o-mini)."
     )
-    grader_model: str = field(
-        default="",
-        metadata={"description": "Chat model of the graders, refiner and rewriter, as provider:model; "
-                  "empty = the generator's model."},
+    grader_model: str = operator(
+        "", "Chat model of the graders, refiner and rewriter, as provider:model; empty = the generator's model."
     )
-    temperature: float = field(
-        default=0.0, metadata={"description": "Generator temperature (graders always run at 0)."}
+    temperature: float = run(0.0, "Generator temperature (graders always run at 0).", ge=0.0, le=2.0)
+    base_url: str = operator(
+        "",
+        "OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LM Studio), e.g. http://localhost:11434/v1; "
+        "empty = OPENAI_BASE_URL, else OpenAI. OPENAI_API_KEY is sent only to OPENAI_BASE_URL (or OpenAI); "
+        "another server gets SELFCRAG_API_KEY, or no key.",
     )
-    base_url: str = field(
-        default="",
-        metadata={"description": "OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LM Studio), e.g. "
-                  "http://localhost:11434/v1; empty = OPENAI_BASE_URL, else OpenAI."},
+    llm_timeout: float = operator(
+        30.0, "Seconds one model call may take in all (a deadline, not a read timeout).", gt=0.0
     )
-    llm_timeout: float = field(
-        default=30.0,
-        metadata={"description": "Seconds one model call may take; a timeout is retried, then the step degrades."},
+    structured_output: Literal["auto", "json_schema", "function_calling", "json_mode", "prompt"] = operator(
+        "auto",
+        "How graders get JSON: `auto` tries json_schema, then function calling, then JSON mode, then a plain "
+        "prompt, and remembers what the server accepted.",
     )
-    structured_output: Literal["auto", "json_schema", "function_calling", "json_mode", "prompt"] = field(
-        default="auto",
-        metadata={"description": "How graders get JSON: `auto` tries json_schema, then function calling, then "
-                  "JSON mode, then a plain prompt, and remembers what the server accepted."},
+    grading: Literal["batch", "parallel"] = operator(
+        "batch", "Model CRAG evaluator: all passages in one call, or one concurrent call each."
     )
-    grading: Literal["batch", "parallel"] = field(
-        default="batch",
-        metadata={"description": "Model CRAG evaluator: all passages in one call, or one concurrent call each."},
+    refine_with: Literal["scores", "llm"] = operator(
+        "scores",
+        "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "
+        "question terms (no model call), `llm` = the grader model picks the strips.",
     )
-    refine_with: Literal["scores", "llm"] = field(
-        default="scores",
-        metadata={"description": "Model backend's knowledge refinement: `scores` = each strip by its passage's "
-                  "retrieval score and its question terms (no model call), `llm` = the grader model picks the strips."},
+    task: Literal["auto", "qa", "summarize", "compare", "code"] = run(
+        "auto", "Generator task prompt; `auto` picks it from the question."
     )
-    task: Literal["auto", "qa", "summarize", "compare", "code"] = field(
-        default="auto", metadata={"description": "Generator task prompt; `auto` picks it from the question."}
+    answer_mode: Literal["auto", "local", "global"] = run(
+        "auto",
+        "`local`: answer one specific point from the best evidence; `global`: synthesise across documents; `auto` "
+        "picks from the question.",
     )
-    answer_mode: Literal["auto", "local", "global"] = field(
-        default="auto",
-        metadata={"description": "`local`: answer one specific point from the best evidence; `global`: "
-                  "synthesise across documents; `auto` picks from the question."},
+    few_shot: bool = run(True, "Show the generator short examples of cited answers.")
+    history_turns: int = run(
+        3, "Earlier chat turns (user + assistant) from `messages` the generator sees.", cap="cap_history_turns", ge=0
     )
-    few_shot: bool = field(
-        default=True, metadata={"description": "Show the generator short examples of cited answers."}
+    context_tokens: int = run(
+        1200,
+        "Token budget (tiktoken) of the evidence in the generator prompt; the highest-scoring strips are kept.",
+        cap="cap_context_tokens",
+        ge=1,
     )
-    history_turns: int = field(
-        default=3, metadata={"description": "Earlier chat turns (user + assistant) from `messages` the generator sees."}
+    # --- the trust boundary: caps on what a run may ask for, and operator settings opened to runs ------
+    cap_k: int = operator(20, "Most passages a run may ask for (k).", ge=1)
+    cap_strips: int = operator(20, "Most knowledge strips a run may ask for (max_strips).", ge=1)
+    cap_context_tokens: int = operator(
+        8000, "Most evidence tokens a run may ask for (strip_token_budget, context_tokens).", ge=1
     )
-    context_tokens: int = field(
-        default=1200,
-        metadata={"description": "Token budget (tiktoken) of the evidence in the generator prompt; the "
-                  "highest-scoring strips are kept."},
+    cap_retrieval_rounds: int = operator(5, "Most retrieval rounds a run may ask for.", ge=1)
+    cap_generations: int = operator(4, "Most generations on the same evidence a run may ask for.", ge=1)
+    cap_llm_calls: int = operator(40, "Largest model-call budget a run may ask for (max_llm_calls).", ge=0)
+    cap_web_results: int = operator(10, "Most web results a run may ask for.", ge=1)
+    cap_history_turns: int = operator(20, "Most earlier chat turns a run may ask the generator to see.", ge=0)
+    allow_per_run: tuple[str, ...] = operator(
+        (),
+        "Operator settings a run may choose after all, e.g. `index_dir` for a server that serves several indexes "
+        "(comma-separated in the environment). Model endpoints, names, deadlines and caps can never be opened.",
     )
-    # --- bounded calls (operator settings: a server client must not choose them per run) ---------------
-    run_timeout: float = field(
-        default=120.0,
-        metadata={"description": "Seconds one run may take: every model call and web search ends by then, and "
-                  "once it is spent the remaining steps degrade without calling out."},
+    max_question_chars: int = operator(
+        4000,
+        "Longest question accepted, in characters as sent (before control characters are removed); a longer one "
+        "fails the run with a one-line error.",
+        ge=1,
     )
-    web_timeout: float = field(
-        default=15.0,
-        metadata={"description": "Seconds one web search may take in all (never past the run's deadline)."},
+    # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
+    run_timeout: float = operator(
+        120.0,
+        "Seconds one run may take: every model call and web search ends by then, counted from the run's start; "
+        "once it is spent, the remaining steps degrade without calling out.",
+        gt=0.0,
     )
+    web_timeout: float = operator(15.0, "Seconds one web search may take in all (never past the run's deadline).",
+                                  gt=0.0)  # fmt: skip
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
@@ -234,48 +238,90 @@ class Context:
 
         return thresholds_for(self)
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.lower_threshold <= self.upper_threshold <= 1:
-            raise ValueError("need 0 <= lower_threshold <= upper_threshold <= 1")
-        for name in ("min_context_relevance", "min_groundedness", "min_answer_relevance", "min_confidence"):
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} must be at most 1 (negative = from the preset)")
-        if not 0 <= self.caveat_band <= 1:
-            raise ValueError("caveat_band must be in [0, 1]")
+    @model_validator(mode="after")
+    def _consistent(self) -> Context:
+        if self.lower_threshold > self.upper_threshold:
+            raise ValueError("need lower_threshold <= upper_threshold")
         weights = (self.weight_retrieval, self.weight_coverage, self.weight_faithfulness, self.weight_coherence)
-        if min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError("confidence weights must be >= 0 and not all 0")
-        for name in ("k", "max_retrieval_rounds", "max_generations", "max_strips", "web_results"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.max_llm_calls < 0:
-            raise ValueError("max_llm_calls must be >= 0")
+        if sum(weights) <= 0:
+            raise ValueError("confidence weights must not all be 0")
         spec = self.embeddings.strip()
         if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
             raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")
-        for f in fields(self):  # a Literal setting from the environment may be misspelt
-            if (choices := _choices(f.type)) and getattr(self, f.name) not in choices:
-                raise ValueError(f"{f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}")
-        if self.history_turns < 0 or self.context_tokens < 1 or self.llm_timeout <= 0:
-            raise ValueError("need history_turns >= 0, context_tokens >= 1 and llm_timeout > 0")
-        if self.run_timeout <= 0 or self.web_timeout <= 0:
-            raise ValueError("need run_timeout > 0 and web_timeout > 0")
+        if unknown := [name for name in self.allow_per_run if name not in OPERATOR_SETTINGS]:
+            raise ValueError(f"allow_per_run names no operator setting: {', '.join(unknown)}")
+        if never := [name for name in self.allow_per_run if name in NEVER_PER_RUN]:
+            raise ValueError(f"allow_per_run cannot open {', '.join(never)}: endpoints, keys and caps stay the "
+                             "operator's")
+        return self
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:
-        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides`."""
+        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given)."""
         values: dict[str, Any] = {}
-        for f in fields(cls):
-            default = f.default if f.default is not MISSING else None
-            values[f.name] = _env(f.name, default)
+        for name in cls.model_fields:
+            raw = os.environ.get(f"SELFCRAG_{name.upper()}")
+            if raw is not None and raw.strip() != "":
+                values[name] = _from_text(name, raw)
+        from_environment = dict(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        try:
+            return cls(**values)
+        except SettingsError as exc:
+            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
+            raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
+
+
+def _from_text(name: str, raw: str) -> Any:
+    """An environment value as the field expects it (pydantic parses numbers and booleans from text)."""
+    if name == "allow_per_run":
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw.strip()
+
+
+def _tag(name: str, key: str) -> str:
+    """The run/operator scope or the cap recorded on a field (see `run` and `operator`)."""
+    extra = Context.model_fields[name].json_schema_extra
+    return str(extra.get(key, "")) if isinstance(extra, dict) else ""
+
+
+OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
+# Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
+NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
+                           "run_timeout", "web_timeout",
+                           *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
+
+
+def resolve(requested: Context | dict[str, Any] | None, base: Context) -> Context:
+    """The run's settings: the operator's `base`, changed by what the run asked for within the trust boundary.
+    Raises SettingsError (one line) for an operator setting the run may not choose, or a value above its cap."""
+    if requested is None:
+        return base
+    if isinstance(requested, dict):
+        requested = Context(**requested)
+    chosen = {name: getattr(requested, name) for name in requested.model_fields_set}
+    refused = []
+    for name, value in chosen.items():
+        field = Context.model_fields[name]
+        if name in OPERATOR_SETTINGS and name not in base.allow_per_run and value not in (getattr(base, name),
+                                                                                          field.default):
+            refused.append(name)
+    if refused:
+        names = ", ".join(sorted(refused))
+        raise SettingsError(f"{names} {'are operator settings' if len(refused) > 1 else 'is an operator setting'}: "
+                            "a run may not choose it; the deployment sets it in the environment "
+                            f"(SELFCRAG_{sorted(refused)[0].upper()}) or with build_graph(settings=...)")
+    updates = {n: v for n, v in chosen.items() if n not in OPERATOR_SETTINGS or n in base.allow_per_run}
+    for name, value in updates.items():
+        if (cap := _tag(name, "cap")) and value > getattr(base, cap):
+            raise SettingsError(f"{name}={value} is above this deployment's cap of {getattr(base, cap)} "
+                                f"({cap}, SELFCRAG_{cap.upper()})")
+    return Context(**{**base.model_dump(), **updates}) if updates else base
 
 
 def settings_of(runtime_context: Context | dict[str, Any] | None) -> Context:
-    """The run's settings: what the caller passed, else defaults from the environment."""
-    if runtime_context is None:
-        return Context.from_env()
-    if isinstance(runtime_context, dict):
-        return Context.from_env(**runtime_context)
-    return runtime_context
+    """The settings inside a node or a route. In a graph from `build_graph` they were resolved already against
+    the operator's settings; a node function called on its own (unit tests) resolves against the environment."""
+    if isinstance(runtime_context, Context):
+        return runtime_context
+    return resolve(runtime_context, Context.from_env())

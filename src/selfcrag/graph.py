@@ -7,6 +7,7 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
+    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
@@ -16,6 +17,7 @@ attempt's counts. Other faults degrade inside the components, never crash.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +27,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag import routing
 from selfcrag.components.backend import Components, auto_components, model_components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context, resolve
 from selfcrag.nodes import (
     bounded,
     check_hallucination,
@@ -49,11 +51,30 @@ MODEL_NODES = {"grade_documents", "refine", "web_search", "generate", "check_hal
                "rewrite_query"}  # fmt: skip
 
 
+def operator_settings(settings: Context | dict[str, Any] | None) -> Callable[[], Context]:
+    """The deployment's settings, read at run time: the environment, then what `build_graph(settings=...)` fixed."""
+    fixed = settings.model_dump(exclude_unset=True) if isinstance(settings, Context) else dict(settings or {})
+    return lambda: Context.from_env(**fixed)
+
+
+def _with_settings(node: Callable[..., Any], base: Callable[[], Context]) -> Callable[..., Any]:
+    """Every node and route sees the run's settings already resolved against the operator's (the trust boundary in
+    context.py), so a run that asks for an operator setting fails at its first step with one clear line."""
+    if "runtime" not in inspect.signature(node).parameters:
+        return node
+
+    def with_settings(state: State, runtime: Runtime[Context]) -> Any:
+        return node(state, runtime.override(context=resolve(runtime.context, base())))
+
+    with_settings.__name__ = node.__name__
+    return with_settings
+
+
 def _route(decide: Callable[[State, Context], Any]) -> Callable[[State, Runtime[Context]], Any]:
-    """Conditional edges call the pure routing functions with the run's settings."""
+    """Conditional edges call the pure routing functions with the run's (resolved) settings."""
 
     def route(state: State, runtime: Runtime[Context]) -> Any:  # a node name, or several to run at once
-        return decide(state, settings_of(runtime.context))
+        return decide(state, runtime.context)
 
     route.__name__ = decide.__name__
     return route
@@ -64,32 +85,40 @@ def build_graph(  # noqa: ANN201
     *,
     llm: BaseChatModel | None = None,
     grader_llm: BaseChatModel | None = None,
+    settings: Context | dict[str, Any] | None = None,
     **compile_kwargs: Any,
 ):
     """Compile the graph. `components` wins; else `llm` / `grader_llm` (any LangChain chat model) give the model
     backend; else each run picks models or offline by its settings and the environment (`auto_components`).
+    `settings` are the operator's (index, models, endpoints, caps; the environment fills the rest): a run's
+    `context` may change only run settings, within the caps (the trust boundary in context.py).
     `compile_kwargs` go to `StateGraph.compile` (e.g. `checkpointer=` for human review and multi-turn threads)."""
     if components is None:
         models_given = llm is not None or grader_llm is not None
         components = model_components(llm, grader_llm) if models_given else auto_components()
+    base = operator_settings(settings)
     graph = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     for node in NODES:
         name = node.__name__.rsplit(".", 1)[-1]
-        graph.add_node(name, bounded(node.make(components)) if name in MODEL_NODES else node.make(components))
+        made = node.make(components)  # bounded inside _with_settings: the run's limits come from resolved settings
+        graph.add_node(name, _with_settings(bounded(made) if name in MODEL_NODES else made, base))
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "retrieve")
-    graph.add_edge("retrieve", "grade_documents")
-    branch = graph.add_conditional_edges  # every other edge is a decision taken in routing.py
-    branch("grade_documents", _route(routing.after_grading), ["refine", "rewrite_query", "finalize"])
-    branch("refine", _route(routing.after_refine), ["web_search", "generate", "rewrite_query", "finalize"])
-    branch("rewrite_query", _route(routing.after_rewrite), ["web_search", "retrieve", "finalize"])
-    branch("web_search", _route(routing.after_web_search), ["generate", "rewrite_query", "finalize"])
-    branch("generate", _route(routing.after_generate), [*routing.CHECKS, "rewrite_query", "finalize"])
+
+    def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
+        graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
+
+    branch("retrieve", routing.after_retrieve, ["grade_documents", "finalize"])
+    branch("grade_documents", routing.after_grading, ["refine", "rewrite_query", "finalize"])
+    branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
+    branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "finalize"])
+    branch("web_search", routing.after_web_search, ["generate", "rewrite_query", "finalize"])
+    branch("generate", routing.after_generate, [*routing.CHECKS, "rewrite_query", "finalize"])
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
-    branch("judge", _route(routing.after_checks), ["generate", "rewrite_query", "finalize"])
-    branch("finalize", _route(routing.after_finalize), ["human_review", END])
-    graph.add_edge("human_review", END)
+    branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
+    branch("finalize", routing.after_finalize, ["human_review", END])
+    branch("human_review", routing.after_review, ["human_review", END])
     return graph.compile(**compile_kwargs)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from langgraph.graph import END
 
+from selfcrag.components.sanitize import unreadable
 from selfcrag.context import Context
 from selfcrag.state import State
 
@@ -32,6 +33,19 @@ def rewrite_for_web(state: State) -> bool:
 
 def can_retry_retrieval(state: State, settings: Context) -> bool:
     return rounds_left(state, settings) and budget_left(state, settings)
+
+
+def question_unreadable(state: State) -> str:
+    """Why the question cannot be read against the passages just retrieved ("" when it can): no letter or digit,
+    or a script that neither the tokenizer nor the passages use. Routing and `finalize` both ask, with the same
+    state (`documents` only changes in `retrieve`), so they agree."""
+    passages = (p["title"] + "\n" + p["text"] for p in state.get("documents") or [])
+    return unreadable(state.get("question") or "", passages)
+
+
+def after_retrieve(state: State, settings: Context) -> str:
+    """A question the evidence cannot read abstains at once: grading it would spend model calls on noise."""
+    return "finalize" if question_unreadable(state) else "grade_documents"
 
 
 def after_grading(state: State, settings: Context) -> str:
@@ -119,4 +133,10 @@ def after_checks(state: State, settings: Context) -> str:
 
 
 def after_finalize(state: State, settings: Context) -> str:
+    return "human_review" if state.get("decision") == "human_review" else END
+
+
+def after_review(state: State, settings: Context) -> str:
+    """A reply the reviewer must correct leaves the decision at human_review: ask again (each round waits for a
+    person, so the loop needs no counter); a valid reply decided, and the run ends."""
     return "human_review" if state.get("decision") == "human_review" else END

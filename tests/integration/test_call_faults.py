@@ -17,7 +17,7 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
 from support.tavily_server import TavilyTestServer
 
-from selfcrag import Context, build_graph, offline_components
+from selfcrag import build_graph, offline_components
 from selfcrag.components.backend import model_components
 from selfcrag.components.base import Passage
 from selfcrag.components.llm.calls import MAX_TOKENS
@@ -53,10 +53,11 @@ def served(responder, client_timeout: float = 10) -> Iterator[tuple[OpenAIServer
                                  timeout=client_timeout)  # fmt: skip
 
 
-def run(llm: ChatOpenAI, context: Context, question: str = QUESTION) -> tuple[dict, float]:
-    graph = build_graph(model_components(llm, retriever=Shelf()))
+def run(llm: ChatOpenAI, question: str = QUESTION, **settings: object) -> tuple[dict, float]:
+    """One run under these settings, as the operator's (deadlines are operator settings: a run may not choose)."""
+    graph = build_graph(model_components(llm, retriever=Shelf()), settings=settings)
     start = time.monotonic()
-    result = graph.invoke({"question": question}, context=context)
+    result = graph.invoke({"question": question})
     return result, time.monotonic() - start
 
 
@@ -79,7 +80,7 @@ def grader(reply: Reply, model: Plausible | None = None):  # noqa: ANN201
 
 def test_a_nested_bracket_reply_ends_the_run_normally():
     with served(grader(Reply.content("[" * 2048))) as (server, llm):
-        result, elapsed = run(llm, Context(max_retrieval_rounds=1))
+        result, elapsed = run(llm, max_retrieval_rounds=1)
     assert result["decision"] == "abstain"  # relevance failed open, groundedness closed: nothing shown unchecked
     assert "malformed reply" in error_of(result, "grade_documents")
     assert "malformed reply" in error_of(result, "check_hallucination")
@@ -95,7 +96,7 @@ def test_a_2mb_json_then_text_reply_is_refused_before_parsing():
         return Reply.content(json.dumps(said) + " Let me explain my reasoning." * 70_000)  # ~2 MB
 
     with served(reply_for) as (server, llm):
-        result, elapsed = run(llm, Context(max_retrieval_rounds=1))
+        result, elapsed = run(llm, max_retrieval_rounds=1)
     assert server.requests[0].status == 200
     assert "characters, more than the" in error_of(result, "grade_documents")
     assert result["decision"] == "abstain" and result["llm_calls"] == len(server.requests)
@@ -114,7 +115,7 @@ def test_a_silent_or_dripping_server_ends_each_call_at_its_deadline_and_the_run_
 
     llm_timeout, run_timeout = 1.5, 5.0
     with served(respond) as (server, llm):  # the client's own timeout (10 s a read) never fires on a drip
-        result, elapsed = run(llm, Context(llm_timeout=llm_timeout, run_timeout=run_timeout))
+        result, elapsed = run(llm, llm_timeout=llm_timeout, run_timeout=run_timeout)
         starts = [r.started for r in server.requests]
     assert elapsed < run_timeout + SLACK
     assert len(starts) >= 2
@@ -130,10 +131,9 @@ def test_a_tavily_server_that_never_answers_ends_the_web_step_at_its_deadline():
     with TavilyTestServer([]) as tavily:
         tavily.never_answers = True
         web = TavilyWebSearch(api_key=tavily.api_key, api_base_url=tavily.url)
-        graph = build_graph(offline_components(web=web))
+        graph = build_graph(offline_components(web=web), settings={"web_timeout": 1.0})
         done: dict[str, float] = {}
-        for update in graph.stream({"question": "Do you ship to Antarctica?"}, context=Context(web_timeout=1.0),
-                                   stream_mode="updates"):  # fmt: skip
+        for update in graph.stream({"question": "Do you ship to Antarctica?"}, stream_mode="updates"):
             if "web_search" in update:
                 done["web_search"] = time.monotonic()
                 (step,) = update["web_search"]["trace"]
@@ -163,7 +163,7 @@ def test_llm_calls_equal_the_requests_the_server_received_with_retries():
         return plausible(request)
 
     with served(respond) as (server, llm):
-        result, _ = run(llm, Context())
+        result, _ = run(llm)
     assert [r.status for r in server.asking(GENERATE)] == [503, 429, 200]
     assert len(server.requests) == 12  # grade, generate and the two checks: three attempts each
     assert result["llm_calls"] == len(server.requests)
@@ -182,7 +182,7 @@ def test_a_429_with_retry_after_1_is_waited_for():
         return plausible(request)
 
     with served(respond) as (server, llm):
-        result, _ = run(llm, Context())
+        result, _ = run(llm)
     refused, answered = server.asking(GENERATE)
     assert (refused.status, answered.status) == (429, 200)
     assert answered.started - refused.ended >= 0.9  # the wait the server asked for is the feature
@@ -196,7 +196,7 @@ def test_a_429_asking_to_wait_beyond_the_deadline_gives_up_at_once():
         return Reply.fail(429, "rate limited", retry_after="30") if GENERATE in request.system else plausible(request)
 
     with served(respond) as (server, llm):
-        result, elapsed = run(llm, Context(llm_timeout=3, max_retrieval_rounds=1))
+        result, elapsed = run(llm, llm_timeout=3, max_retrieval_rounds=1)
     assert [r.status for r in server.asking(GENERATE)] == [429]  # not retried: 30 s do not fit in 3
     assert "beyond the call's deadline" in error_of(result, "generate")
     assert result["missing"] == "the model could not be reached"
@@ -208,7 +208,8 @@ def test_max_llm_calls_is_never_exceeded(budget):
     # Never grounded and never useful: the run would regenerate and rewrite for as long as it may.
     model = Plausible(unsupported={"30 days"}, usefulness=0.2)
     with served(model.responder()) as (server, llm):
-        result, _ = run(llm, Context(max_llm_calls=budget, max_retrieval_rounds=50, max_generations=50))
+        result, _ = run(llm, max_llm_calls=budget, max_retrieval_rounds=50, max_generations=50,
+                        cap_retrieval_rounds=50, cap_generations=50)
     assert len(server.requests) == budget  # used to reach 4, 4, 7 and 23
     assert result["llm_calls"] == budget
     if budget:
@@ -217,7 +218,7 @@ def test_max_llm_calls_is_never_exceeded(budget):
 
 def test_the_two_concurrent_checks_share_the_last_call_of_the_budget():
     with served(Plausible().responder()) as (server, llm):
-        result, _ = run(llm, Context(max_llm_calls=3))  # grade, generate: one call left for two checks
+        result, _ = run(llm, max_llm_calls=3)  # grade, generate: one call left for two checks
     assert len(server.requests) == 3 and result["llm_calls"] == 3
     assert len(server.asking(CHECK)) + len(server.asking(ANSWER_GRADE)) == 1
 
@@ -227,7 +228,7 @@ def test_the_two_concurrent_checks_share_the_last_call_of_the_budget():
 
 def test_every_call_carries_max_tokens_for_its_role():
     with served(Plausible().responder()) as (server, llm):
-        run(llm, Context())
+        run(llm)
     caps = {name: {r.body.get("max_completion_tokens") for r in server.asking(text)}
             for name, text in [("grade", GRADES), ("generate", GENERATE), ("check", CHECK),
                                ("answer", ANSWER_GRADE)]}  # fmt: skip
@@ -240,13 +241,17 @@ def test_the_operator_key_goes_only_to_the_configured_endpoint(monkeypatch):
     with OpenAIServer(responder) as operator, OpenAIServer(responder) as other:
         monkeypatch.setenv("OPENAI_BASE_URL", operator.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-operator")
-        graph = build_graph(model_components(retriever=Shelf()))  # models built from each run's settings
-        settings = {"backend": "model", "generator_model": "openai:test-model", "max_retrieval_rounds": 1}
-        graph.invoke({"question": QUESTION}, context=Context(**settings))
-        graph.invoke({"question": QUESTION}, context=Context(**settings, base_url=other.base_url))
+        components = model_components(retriever=Shelf())  # models built from the settings, per endpoint
+
+        def ask_at(base_url: str) -> None:
+            settings = {"backend": "model", "generator_model": "openai:test-model", "max_retrieval_rounds": 1}
+            build_graph(components, settings={**settings, "base_url": base_url}).invoke({"question": QUESTION})
+
+        ask_at("")
+        ask_at(other.base_url)
         monkeypatch.setenv("SELFCRAG_API_KEY", "sk-for-other-servers")
-        graph.invoke({"question": QUESTION}, context=Context(**settings, base_url=other.base_url + "/"))
-        graph.invoke({"question": QUESTION}, context=Context(**settings, base_url=operator.base_url + "/"))
+        ask_at(other.base_url + "/")
+        ask_at(operator.base_url + "/")
     assert {r.authorization for r in operator.requests} == {"Bearer sk-operator"}
     keys = [r.authorization for r in other.requests]
     assert keys and set(keys) <= {"Bearer not-needed", "Bearer sk-for-other-servers"}
@@ -260,7 +265,7 @@ def test_a_failed_generator_is_a_plain_phrase_in_the_question_language():
         return Reply.fail(401, "invalid api key sk-abc") if GENERATE in request.system else plausible(request)
 
     with served(respond) as (_, llm):
-        result, _ = run(llm, Context(max_retrieval_rounds=1), question="退货期限是多少天？")
+        result, _ = run(llm, question="退货期限是多少天？", max_retrieval_rounds=1)
     assert result["missing"] == "无法连接到模型"
     assert "无法连接到模型" in result["answer"] and "401" not in result["answer"] and "Error" not in result["answer"]
     assert "AuthenticationError" in error_of(result, "generate")  # the fault is in the trace

@@ -53,15 +53,14 @@ def test_ingest_and_ask_with_openai_compatible_embeddings(server, docs, tmp_path
     assert any("E1042 means your payment" in text for text in server.texts())  # the chunks went to the server
 
     # The graph reads the index with the same embeddings, chosen per run by the `embeddings` setting.
-    graph = build_graph(offline_components())
-    context = Context(index_dir=str(index_dir), embeddings="openai:test-embed")
-    result = graph.invoke({"question": "What does E1042 mean?"}, context=context)
+    graph = build_graph(offline_components(), settings={"index_dir": str(index_dir), "embeddings": "openai:test-embed"})
+    result = graph.invoke({"question": "What does E1042 mean?"})
     assert result["decision"] in ("answer", "answer_with_caveat")
     assert result["citations"][0]["doc_id"] == "errors"
     assert "What does E1042 mean?" in server.texts()  # the question was embedded by the server too
 
     # A multilingual model reads Chinese, so a Chinese question takes the hybrid path with it.
-    result = graph.invoke({"question": "退货期限是多少天？"}, context=context)
+    result = graph.invoke({"question": "退货期限是多少天？"})
     assert result["citations"][0]["doc_id"] == "zh_returns" and "30" in result["answer"]
 
 
@@ -101,8 +100,8 @@ def test_any_langchain_embeddings_object_builds_and_reads_an_index(docs, tmp_pat
     assert embedder.name == "langchain/HashedWords/hashed-words-64"
     index = HybridIndex.build(chunk_documents(load_documents([docs])), embedder)
     index.save(tmp_path / "index")
-    graph = build_graph(offline_components(embedder=embedder))
-    result = graph.invoke({"question": "What does E1042 mean?"}, context=Context(index_dir=str(tmp_path / "index")))
+    graph = build_graph(offline_components(embedder=embedder), settings=Context(index_dir=str(tmp_path / "index")))
+    result = graph.invoke({"question": "What does E1042 mean?"})
     assert result["citations"][0]["doc_id"] == "errors"
     with pytest.raises(IngestError, match="built with embedder 'langchain/HashedWords/hashed-words-64'"):
         HybridIndex.load(tmp_path / "index", LangChainEmbedder(HashedWords(), name="langchain/HashedWords/v2"))

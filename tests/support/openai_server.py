@@ -37,7 +37,7 @@ class Request:
     started: float = 0.0
     ended: float = 0.0
     status: int = 0
-    authorization: str = ""
+    authorization: str = ""  # the Authorization header: which key reached this server
 
     @property
     def method(self) -> str:

@@ -249,3 +249,13 @@ def test_the_operator_key_goes_only_where_it_was_configured_to(monkeypatch, env,
     assert model.openai_api_key.get_secret_value() == key
     if not base_url and "OPENAI_BASE_URL" in env:
         assert openai_embedder("e")._embeddings.openai_api_key.get_secret_value() == key
+
+
+def test_the_run_deadlines_are_operator_settings_a_run_cannot_open():
+    from selfcrag.context import SettingsError, resolve
+
+    base = Context(run_timeout=60)
+    with pytest.raises(SettingsError, match="run_timeout is an operator setting"):
+        resolve({"run_timeout": 10_000}, base)
+    with pytest.raises(SettingsError, match="allow_per_run"):
+        Context(allow_per_run=("web_timeout",))

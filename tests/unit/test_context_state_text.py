@@ -31,9 +31,7 @@ def test_context_rejects_bad_values(monkeypatch):
 
 
 def test_every_setting_has_a_description():
-    from dataclasses import fields
-
-    assert all(f.metadata.get("description") for f in fields(Context))
+    assert all(f.description for f in Context.model_fields.values())
 
 
 def test_trace_reducer_appends_and_restarts_on_prepare():

@@ -81,7 +81,8 @@ class Fixed:
 def graph_with(fake: Fixed):
     parts = Components(relevance=fake, refiner=fake, generator=fake, groundedness=fake, answer_grader=fake,
                        rewriter=fake, web=fake, retriever=fake)
-    return build_graph(parts)
+    # Caps high enough that the graph's own bounds, not the operator's caps, are what these tests exercise.
+    return build_graph(parts, settings={"cap_retrieval_rounds": 50, "cap_generations": 50})
 
 
 def nodes_of(result):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import fields
 from pathlib import Path
 
 from selfcrag import Context
+from selfcrag.context import OPERATOR_SETTINGS
 
 ROOT = Path(__file__).parents[2]
 spec = importlib.util.spec_from_file_location("settings_table", ROOT / "scripts" / "settings_table.py")
@@ -23,11 +23,12 @@ def test_readme_table_is_up_to_date():
 
 def test_every_setting_has_a_row_with_its_default_and_description():
     rows = settings_table.table().splitlines()[2:]
-    assert [row.split("|")[1].strip(" `") for row in rows] == [f.name for f in fields(Context)]
-    for row, f in zip(rows, fields(Context), strict=True):
-        assert f.metadata["description"], f"{f.name} has no description"
-        assert f.metadata["description"].replace("|", "\\|") in row
+    assert [row.split("|")[1].strip(" `") for row in rows] == list(Context.model_fields)
+    for row, (name, f) in zip(rows, Context.model_fields.items(), strict=True):
+        assert f.description, f"{name} has no description"
+        assert f.description.replace("|", "\\|") in row
         assert f"`{f.default!r}`" in row if isinstance(f.default, str) else f"`{f.default}`" in row
+        assert ("| operator |" in row) == (name in OPERATOR_SETTINGS)
 
 
 def test_regenerating_is_idempotent_and_touches_only_the_table():

@@ -1,7 +1,8 @@
 """An extractive generator: the answer is the best evidence sentence(s), copied verbatim, each cited.
 
 Copying instead of writing means the offline answer can never state what the evidence does not; when no
-sentence supports an answer the generator says what the evidence lacks instead of guessing.
+sentence supports an answer the generator says what the evidence lacks instead of guessing. A sentence that
+addresses the assistant (prompt injection) is never copied, even if one reaches the strips.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from selfcrag.components.offline_grading import (
 from selfcrag.components.text import split_sentences, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
+from selfcrag.prompts.evidence import doc_labels
+from selfcrag.quality.injection import is_instruction
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -72,8 +75,9 @@ class ExtractiveGenerator:
         for strip in strips:
             for sentence in split_sentences(strip["text"]):
                 sentence, key = clean(sentence), normalise(clean(sentence))
-                # Markdown headings name a topic but answer nothing.
-                if key and key not in seen and key not in skip and words(sentence) and not sentence.startswith("#"):
+                # Markdown headings name a topic but answer nothing; instructions to the assistant are not evidence.
+                if (key and key not in seen and key not in skip and words(sentence) and not sentence.startswith("#")
+                        and not is_instruction(sentence)):
                     seen.add(key)
                     pool.append((sentence, strip))
         if not pool:
@@ -135,9 +139,7 @@ class ExtractiveGenerator:
             if set(best.missing) - set(c.missing) or (c.typed and not best.typed):
                 chosen.append(c)
 
-        labels: dict[str, str] = {}
-        for strip in strips:  # doc_1 = the first distinct document in the strips' order
-            labels.setdefault(strip["doc_id"], f"doc_{len(labels) + 1}")
+        labels = doc_labels(strips)  # the numbering the groundedness checkers read citations with
         parts, citations = [], []
         for c in chosen:
             ref = labels[c.strip["doc_id"]]

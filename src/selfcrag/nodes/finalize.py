@@ -11,20 +11,40 @@ from selfcrag.chat import close_run
 from selfcrag.components.backend import Components
 from selfcrag.components.offline_grading import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
-from selfcrag.language import language_of
+from selfcrag.language import Language, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, signals, triad
 from selfcrag.quality.consistency import contradictions
+from selfcrag.routing import question_unreadable
 from selfcrag.state import State
+
+
+def degraded(state: State, node: str) -> bool:
+    """The last `node` step ran on a model fault (its trace step has `error`). What such a step wrote about the
+    evidence (`missing`, the answer grader's `feedback`) says nothing about the evidence and may carry the
+    fault's own text, which is no user's business: it stays in the trace."""
+    steps = [step for step in state.get("trace") or [] if step.get("node") == node]
+    return bool(steps and steps[-1].get("error"))
+
+
+def unreadable_reason(state: State, language: Language) -> str:
+    """Why the question cannot be read against the evidence, as a phrase for `missing` ("" when it can)."""
+    script = question_unreadable(state)
+    if not script:
+        return ""
+    return messages.phrase("no_words", language) if script == "empty" else \
+        messages.phrase("script_not_covered", language, script)
 
 
 def missing_evidence(state: State) -> str:
     """What the evidence lacked, from the most specific signal available, in the question's language."""
-    if state.get("missing"):
-        return state["missing"]
-    if state.get("feedback"):
-        return state["feedback"]
     language = language_of(state.get("question", ""))
+    if unreadable := unreadable_reason(state, language):
+        return unreadable
+    if state.get("missing") and not degraded(state, "generate"):
+        return state["missing"]
+    if state.get("feedback") and not degraded(state, "grade_answer"):
+        return state["feedback"]
     if state.get("unsupported_claims"):
         return messages.phrase("unsupported", language, messages.separate(state["unsupported_claims"][:2], language))
     if not state.get("knowledge"):
@@ -84,8 +104,10 @@ def make(components: Components):  # noqa: ANN201
         below = [name for name in floors if measured[name] < floors[name]]  # type: ignore[literal-required]
         far_below = [name for name in below if measured[name] < floors[name] - band]  # type: ignore[literal-required]
         quality = {"thresholds": floors, "passed": not below, "below": below}
-        # An answer that failed the hallucination check after every regeneration is never shown as an answer.
-        draft = (state.get("answer") or "") if state.get("grounded") else ""
+        unreadable = unreadable_reason(state, language)
+        # An answer that failed the hallucination check after every regeneration is never shown as an answer;
+        # nor is one to a question the evidence cannot read.
+        draft = (state.get("answer") or "") if state.get("grounded") and not unreadable else ""
         update: dict[str, Any] = {"scores": scores, "confidence": value, "confidence_explanation": explained,
                                   "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
         if draft and not below and not conflicts:
@@ -94,23 +116,25 @@ def make(components: Components):  # noqa: ANN201
             decision = "answer_with_caveat"
             reasons = [f"{messages.signal(n, language)} {measured[n]:.2f}" for n in below]  # type: ignore[literal-required]
             reasons += [messages.phrase("contradicts", language, c["earlier"]) for c in conflicts[:1]]
-            if state.get("feedback"):  # the answer grader's words: what the answer leaves out
+            if state.get("feedback") and not degraded(state, "grade_answer"):  # what the answer leaves out
                 reasons.append(state["feedback"])
             reason = f"within {band} of the minimum: {', '.join(below) or 'contradiction'}; {explained['summary']}"
             update["answer"] = f"{draft}\n\n" + messages.caveat(reasons, language)
-        elif state.get("answer") and settings.human_review:
+        elif state.get("answer") and settings.human_review and not unreadable:
             decision, reason = "human_review", f"below the caveat band or ungrounded; {explained['summary']}"
         else:
             decision = "abstain"
             missing = missing_evidence(state)
-            if not state.get("answer"):
+            if unreadable:
+                reason = f"the question cannot be read against the evidence: {missing}"
+            elif not state.get("answer"):
                 reason = f"no answer the evidence supports; missing: {missing}"
             elif not draft:
                 reason = f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)"
             else:
                 reason = f"too far below the minimum: {', '.join(far_below)}; {explained['summary']}"
             text = messages.abstain(missing, language)
-            if question := clarifying_question(state, settings, language):
+            if not unreadable and (question := clarifying_question(state, settings, language)):
                 text, update["clarifying_question"] = f"{text} {question}", question
             update |= {"answer": text, "citations": [], "missing": missing}
         update["decision"] = decision

@@ -1,5 +1,9 @@
-"""Opens a run: resolves the question (from `question` or the last user message) and resets the working
-state, so a thread that keeps state between runs starts each run clean."""
+"""Opens a run: resolves the question (from `question` or the last user message), checks and cleans it, and
+resets the working state, so a thread that keeps state between runs starts each run clean.
+
+A question that is not text, or longer than `max_question_chars`, fails the run with one line saying so; the
+question is cleaned of escape sequences and invisible characters (`components/sanitize.py`) before anything
+reads it."""
 
 from __future__ import annotations
 
@@ -12,29 +16,43 @@ from langgraph.types import Overwrite
 
 from selfcrag.components.backend import Components
 from selfcrag.components.base import Turn
+from selfcrag.components.sanitize import clean_text
 from selfcrag.context import Context, settings_of
 from selfcrag.state import State
 
 
-class EmptyQuestionError(ValueError):
+class QuestionError(ValueError):
+    """The run's question cannot be used: not text, or too long. The message is one line for the caller."""
+
+
+class EmptyQuestionError(QuestionError):
     """The run has no question: neither `question` nor a user message."""
 
 
-def question_from(state: State) -> str:
-    question = (state.get("question") or "").strip()
-    if question:
+def raw_question(state: State) -> str:
+    """The question as sent: `question`, else the last user message. Anything but text is refused here,
+    before a string method meets it."""
+    question = state.get("question")
+    if question is not None and not isinstance(question, str):
+        raise QuestionError(f"`question` must be a string, got {type(question).__name__}")
+    if question and question.strip():
         return question
     for message in reversed(state.get("messages") or []):
         if _is_user_message(message):
-            return _text_of(message).strip()
+            return _text_of(message)
     return ""
+
+
+def question_from(state: State) -> str:
+    """The question, cleaned (`clean_text`)."""
+    return clean_text(raw_question(state))
 
 
 def history_from(state: State) -> list[Turn]:
     """The conversation before the question: user and assistant messages, without the question's own message."""
     turns: list[Turn] = []
     for message in state.get("messages") or []:
-        text = _text_of(message).strip()
+        text = clean_text(_text_of(message))  # the same cleaning as the question, so the two compare equal
         if text and _is_user_message(message):
             turns.append(Turn(role="user", content=text))
         elif text and _is_ai_message(message):
@@ -59,16 +77,23 @@ def _is_user_message(message: AnyMessage | dict[str, Any]) -> bool:
 def _text_of(message: AnyMessage | dict[str, Any]) -> str:
     content = message.get("content", "") if isinstance(message, dict) else message.content
     if isinstance(content, list):  # multimodal content blocks: keep the text parts
-        return " ".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(content)
+        parts = (b.get("text") if isinstance(b, dict) else b for b in content)
+        return " ".join(p for p in parts if isinstance(p, str))
+    return content if isinstance(content, str) else ""  # no text in it: as if the message said nothing
 
 
 def make(components: Components):  # noqa: ANN201 - the node signature is LangGraph's
     def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
-        question = question_from(state)
+        raw = raw_question(state)
+        if len(raw) > settings.max_question_chars:  # measured before cleaning: a huge input costs nothing
+            raise QuestionError(f"the question has {len(raw):,} characters; at most {settings.max_question_chars:,} "
+                                "are accepted (max_question_chars)")
+        question = clean_text(raw)
         if not question:
-            raise EmptyQuestionError("the question is empty: pass `question` or a user message in `messages`")
+            raise EmptyQuestionError("the question has no visible text (only control codes, invisible characters "
+                                     "or bytes that are not UTF-8)" if raw.strip() else
+                                     "the question is empty: pass `question` or a user message in `messages`")
         web = settings.web_search and components.web.available
         return {
             "question": question,

@@ -1,5 +1,6 @@
 """Web search (CRAG's corrective step): results are graded like retrieved passages and refined into strips.
-`ambiguous` adds them to the kept knowledge; `incorrect` replaces it. Failures degrade to retrieval only."""
+`ambiguous` adds them to the kept knowledge; `incorrect` replaces it. Failures degrade to retrieval only.
+Sentences of a result that address the assistant (prompt injection) are removed before grading."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from selfcrag.components.base import WebSearchError
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
+from selfcrag.quality import injection
 from selfcrag.state import State
 
 
@@ -22,7 +24,7 @@ def make(components: Components):  # noqa: ANN201
         base = [] if state.get("crag_action") == "incorrect" else list(state.get("knowledge") or [])
         update: dict[str, Any] = {"web_searched": True, "generations": 0}
         try:
-            results = components.web.search(query, settings)
+            results, removed = injection.clean_passages(components.web.search(query, settings))
         except WebSearchError as exc:
             emit("web_search", f"{exc}; continuing with the knowledge base only", failed=True)
             update["web_available"] = False
@@ -47,9 +49,10 @@ def make(components: Components):  # noqa: ANN201
             {
                 "node": "web_search",
                 "decision": f"{len(strips)} web strips",
-                "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant",
+                "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant" + injection.reason(removed),
                 "urls": [r["source"] for r in kept],
                 **model_notes(grading, refinement),
+                **injection.notes(removed),
             }
         ]
         return update

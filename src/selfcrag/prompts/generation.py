@@ -92,7 +92,10 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
     task = task_of(question) if settings.task == "auto" else settings.task
     mode = mode_of(question, task) if settings.answer_mode == "auto" else settings.answer_mode
     kept = compress(strips, settings.context_tokens, mode)
-    labels = doc_labels(kept)
+    # Numbered over all the strips, as the groundedness checkers number them, so [doc_2] names the same document
+    # in the answer and in the check; a document cut by the budget leaves its number unused.
+    in_budget = {strip["doc_id"] for strip in kept}
+    labels = {doc_id: label for doc_id, label in doc_labels(strips).items() if doc_id in in_budget}
     messages: list[BaseMessage] = [SystemMessage("\n\n".join([SYSTEM, TASKS[task], FOCUS[mode]]))]
     if settings.few_shot:
         for shown, answer in FEW_SHOT:

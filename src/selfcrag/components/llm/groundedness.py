@@ -1,7 +1,12 @@
 """Self-RAG's hallucination check on a model, statement by statement (grounded / inferred / unsupported),
 merged with the offline rule checks (numbers, names, identifiers, absolute words absent from the evidence),
 which catch the small edits a model reader may wave through. It fails closed: an answer it cannot check is
-not grounded."""
+not grounded.
+
+The model sees the evidence one document per block, labelled as the generator labelled it, and is told that a
+statement citing [doc_2] must be supported by doc_2. The rule checks hold a cited sentence to the documents it
+cites too, so a model that waves "365 days [doc_1]" through, because another document says 365, is still
+overruled. A sentence that addresses the assistant (copied instructions) makes the answer not grounded."""
 
 from __future__ import annotations
 
@@ -10,11 +15,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator
 
 from selfcrag.components.base import GroundednessCheck, Strip
-from selfcrag.components.groundedness import FLAG_PENALTY
+from selfcrag.components.groundedness import (
+    FLAG_PENALTY,
+    citation_scope,
+    cited_sentences,
+    instruction_claim,
+    instruction_flag,
+)
 from selfcrag.components.llm.structured import ask, normalised
-from selfcrag.components.offline_grading import strip_citations
-from selfcrag.components.text import split_sentences
 from selfcrag.prompts import grading as prompts
+from selfcrag.quality.injection import is_instruction
 from selfcrag.quality.rules import rule_flags
 
 if TYPE_CHECKING:
@@ -45,12 +55,9 @@ class LLMGroundednessChecker:
         self.models = models
 
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
-        evidence = "\n".join(s["text"] for s in strips)
-        plain = strip_citations(answer)
-        flags = rule_flags(plain, evidence)
-        flagged = [s for s in split_sentences(plain) if rule_flags(s, evidence)]
+        flags, flagged, instructed, sentences = rule_checks(answer, strips)
         reply = ask(self.models, self.models.grader(settings), StatementCheck,
-                    prompts.groundedness(answer, evidence), settings, "groundedness")  # fmt: skip
+                    prompts.groundedness(answer, strips), settings, "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
         if not statements:  # fails closed: an answer nobody could check is not shown as grounded
@@ -60,7 +67,40 @@ class LLMGroundednessChecker:
                                      error=error, **usage)
         verdicts = [s.verdict for s in statements]
         supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
-        score = min(1.0, max(0.0, supported / len(statements) - FLAG_PENALTY * len(flags)))
-        unsupported = list(dict.fromkeys([s.text for s in statements if s.verdict == "unsupported"] + flagged))
-        return GroundednessCheck(score=round(score, 4), grounded=score >= settings.thresholds().groundedness,
-                                 unsupported=unsupported, flags=flags, **usage)
+        # A sentence the rules reject is unsupported whatever the model said of it: the share of the model's
+        # verdicts cannot exceed the share of sentences that passed the rules.
+        share = min(supported / len(statements), 1 - len(flagged) / max(1, sentences))
+        score = min(1.0, max(0.0, share - FLAG_PENALTY * len(flags)))
+        said = [instruction_claim(s.text) if is_instruction(s.text) else s.text for s in statements
+                if s.verdict == "unsupported"]  # fmt: skip
+        unsupported = list(dict.fromkeys(said + flagged))
+        grounded = score >= settings.thresholds().groundedness and not instructed
+        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
+                                 **usage)
+
+
+def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int]:
+    """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count).
+    A sentence citing documents is checked against their text only; an uncited one against all the evidence."""
+    evidence = "\n".join(s["text"] for s in strips)
+    flags: list[str] = []
+    flagged: list[str] = []
+    instructed = False
+    cited = cited_sentences(answer)
+    for sentence, refs in cited:
+        if is_instruction(sentence):
+            instructed = True
+            flags.append(instruction_flag(sentence))
+            flagged.append(instruction_claim(sentence))
+            continue
+        docs, unknown = citation_scope(refs, strips)
+        if unknown:
+            flags.append(f"cites {', '.join(unknown)}, which the evidence does not have")
+            flagged.append(sentence)
+            continue
+        scope = "\n".join(s["text"] for s in strips if s["doc_id"] in docs) if docs else evidence
+        found = rule_flags(sentence, scope)
+        flags.extend(f for f in found if f not in flags)
+        if found:
+            flagged.append(sentence)
+    return flags, flagged, instructed, len(cited)

@@ -1,0 +1,69 @@
+"""False alarms of the prompt-injection detector (selfcrag/quality/injection.py) on ordinary text.
+
+    .venv/bin/python benchmarks/injection_false_positives.py [--datasets ../shared/datasets]
+
+Ordinary documents address the reader, never the assistant, so every sentence flagged here is a false alarm:
+the bundled sample KB (English and Chinese), the SQuAD 2.0 dev-sample corpus (285 paragraphs) and the HaluEval QA
+corpus (500 passages) plus HaluEval's right and hallucinated answers. Prints a table with each flagged sentence;
+writes benchmarks/results/injection_false_positives.json.
+Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), HaluEval (Li et al. 2023, MIT). HotpotQA, PopQA and the
+reserved SQuAD articles are not read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
+
+from selfcrag.quality.injection import scan  # noqa: E402
+
+
+def measure(name: str, texts: list[tuple[str, str]]) -> dict:
+    """texts: (id, text). Counts sentences (line by line, as the detector reads them) and what it flagged."""
+    from selfcrag.quality.injection import units
+
+    sentences = flagged_docs = 0
+    flagged: list[dict[str, str]] = []
+    for ident, text in texts:
+        sentences += sum(len(line) for line in units(text))
+        _, removed = scan(text)
+        flagged_docs += bool(removed)
+        flagged += [{"id": ident, "sentence": s} for s in removed]
+    return {"corpus": name, "documents": len(texts), "sentences": sentences, "flagged_documents": flagged_docs,
+            "flagged_sentences": len(flagged), "flagged": flagged}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    args = parser.parse_args()
+    kb = sorted((ROOT / "src" / "selfcrag" / "data" / "sample_kb").rglob("*.md"))
+    squad = load_jsonl(args.datasets / "squad2" / "dev_sample_corpus.jsonl")
+    halu_corpus = load_jsonl(args.datasets / "halueval" / "qa_500_corpus.jsonl")
+    halu = load_jsonl(args.datasets / "halueval" / "qa_500.jsonl")
+    answers = [(r["id"], a) for r in halu for a in [*r["answers"], *r["hallucinated_answers"]]]
+    rows = [
+        measure("sample KB (en + zh)", [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in kb]),
+        measure("SQuAD dev-sample corpus", [(r["id"], r["text"]) for r in squad]),
+        measure("HaluEval QA corpus", [(r["id"], r["text"]) for r in halu_corpus]),
+        measure("HaluEval answers", answers),
+    ]
+    print(f"{'corpus':<26}{'documents':>10}{'sentences':>11}{'flagged docs':>14}{'flagged sentences':>19}")
+    for row in rows:
+        print(f"{row['corpus']:<26}{row['documents']:>10}{row['sentences']:>11}{row['flagged_documents']:>14}"
+              f"{row['flagged_sentences']:>19}")
+    for row in rows:
+        for hit in row["flagged"]:
+            print(f"  {row['corpus']}: {hit['id']}: {hit['sentence'][:120]}")
+    out = ROOT / "benchmarks" / "results" / "injection_false_positives.json"
+    out.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

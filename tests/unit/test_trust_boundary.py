@@ -1,0 +1,90 @@
+"""The trust boundary between run settings and operator settings (context.py `resolve`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfcrag import Context, build_graph
+from selfcrag.context import NEVER_PER_RUN, OPERATOR_SETTINGS, SettingsError, resolve
+
+OPERATOR = Context(index_dir="/srv/index", base_url="http://models.internal/v1", cap_k=8)
+
+
+def test_every_setting_is_either_a_run_or_an_operator_setting_and_operator_ones_say_so():
+    for name, field in Context.model_fields.items():
+        assert (field.json_schema_extra or {}).get("scope") in ("run", "operator"), name
+        assert field.description.startswith("Operator setting") == (name in OPERATOR_SETTINGS), name
+    assert {"index_dir", "base_url", "generator_model", "embeddings", "llm_timeout", "cap_llm_calls"} <= (
+        OPERATOR_SETTINGS)
+    assert {"k", "domain", "risk", "max_retrieval_rounds", "max_llm_calls", "human_review"}.isdisjoint(
+        OPERATOR_SETTINGS)
+
+
+def test_a_run_changes_run_settings_and_keeps_the_operators():
+    settings = resolve({"k": 3, "domain": "medical"}, OPERATOR)
+    assert (settings.k, settings.domain) == (3, "medical")
+    assert (settings.index_dir, settings.base_url) == ("/srv/index", "http://models.internal/v1")
+    assert resolve(None, OPERATOR) is OPERATOR and resolve({}, OPERATOR) is OPERATOR
+
+
+@pytest.mark.parametrize("asked", [{"base_url": "http://attacker/v1"}, {"index_dir": "/etc"},
+                                   {"generator_model": "openai:gpt-4o"}, {"cap_k": 1000}, {"llm_timeout": 9999}])
+def test_an_operator_setting_with_a_value_of_the_runs_own_is_refused(asked):
+    name = next(iter(asked))
+    with pytest.raises(SettingsError, match=f"{name} is an operator setting"):
+        resolve(asked, OPERATOR)
+
+
+def test_repeating_the_operators_value_or_the_default_is_not_a_request():
+    settings = resolve({"base_url": "http://models.internal/v1", "index_dir": "", "backend": "auto"}, OPERATOR)
+    assert (settings.base_url, settings.index_dir) == ("http://models.internal/v1", "/srv/index")
+
+
+def test_caps_bound_what_a_run_may_ask_for():
+    assert resolve({"k": 8}, OPERATOR).k == 8
+    with pytest.raises(SettingsError, match=r"k=9 is above this deployment's cap of 8 \(cap_k, SELFCRAG_CAP_K\)"):
+        resolve({"k": 9}, OPERATOR)
+    for name, value in {"max_retrieval_rounds": 6, "max_generations": 5, "max_llm_calls": 41, "web_results": 11,
+                        "max_strips": 21, "context_tokens": 8001, "history_turns": 21}.items():
+        with pytest.raises(SettingsError, match=f"{name}={value} is above"):
+            resolve({name: value}, Context())
+
+
+def test_the_operator_may_open_the_index_but_never_endpoints_models_or_caps():
+    opened = Context(allow_per_run=("index_dir",))
+    assert resolve({"index_dir": "/data/other"}, opened).index_dir == "/data/other"
+    with pytest.raises(SettingsError, match="base_url is an operator setting"):
+        resolve({"base_url": "http://attacker/v1"}, opened)
+    for name in NEVER_PER_RUN:
+        with pytest.raises(SettingsError, match="cannot open"):
+            Context(allow_per_run=(name,))
+    with pytest.raises(SettingsError, match="names no operator setting"):
+        Context(allow_per_run=("k",))
+
+
+def test_bad_values_are_one_line_naming_the_field():
+    with pytest.raises(SettingsError, match=r"^invalid settings: max_llm_calls: Input should be a valid integer"):
+        Context(max_llm_calls="abc")
+    with pytest.raises(SettingsError, match="no_such_setting: Extra inputs are not permitted"):
+        resolve({"no_such_setting": 1}, OPERATOR)
+    with pytest.raises(SettingsError, match="temperature: Input should be less than or equal to 2"):
+        Context(temperature=5)
+
+
+def test_environment_defaults_apply_under_any_context_and_the_environment_is_named_in_errors(monkeypatch):
+    monkeypatch.setenv("SELFCRAG_K", "7")
+    monkeypatch.setenv("SELFCRAG_ALLOW_PER_RUN", "index_dir, embeddings")
+    base = Context.from_env()
+    assert base.allow_per_run == ("index_dir", "embeddings")
+    assert resolve({"domain": "legal"}, base).k == 7  # a context that does not mention k keeps the operator's
+    monkeypatch.setenv("SELFCRAG_CAP_K", "many")
+    with pytest.raises(SettingsError, match=r"SELFCRAG_CAP_K='many'"):
+        Context.from_env()
+
+
+def test_the_graph_refuses_before_any_step_runs():
+    graph = build_graph(settings={"cap_retrieval_rounds": 2})
+    with pytest.raises(SettingsError, match="max_retrieval_rounds=3 is above"):
+        graph.invoke({"question": "How many days do I have to return an item?"}, context={"max_retrieval_rounds": 3})
+    with pytest.raises(SettingsError, match="base_url is an operator setting"):
+        graph.invoke({"question": "How many days do I have to return an item?"}, context={"base_url": "http://x/v1"})
