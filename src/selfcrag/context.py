@@ -222,6 +222,15 @@ class Context(BaseModel):
         "fails the run with a one-line error.",
         ge=1,
     )
+    # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
+    run_timeout: float = operator(
+        120.0,
+        "Seconds one run may take: every model call and web search ends by then, counted from the run's start; "
+        "once it is spent, the remaining steps degrade without calling out.",
+        gt=0.0,
+    )
+    web_timeout: float = operator(15.0, "Seconds one web search may take in all (never past the run's deadline).",
+                                  gt=0.0)  # fmt: skip
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
@@ -279,6 +288,7 @@ def _tag(name: str, key: str) -> str:
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
+                           "run_timeout", "web_timeout",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
 
 

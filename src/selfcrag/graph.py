@@ -10,7 +10,9 @@
     (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
-call models retry transient faults (RetryPolicy); other faults degrade inside the components, never crash.
+call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
+themselves (components/llm/calls.py), so no node has a RetryPolicy: re-running a whole node lost the failed
+attempt's counts. Other faults degrade inside the components, never crash.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from langgraph.runtime import Runtime
 
 from selfcrag import routing
 from selfcrag.components.backend import Components, auto_components, model_components
-from selfcrag.components.llm.faults import MODEL_RETRY
 from selfcrag.context import Context, resolve
 from selfcrag.nodes import (
+    bounded,
     check_hallucination,
     finalize,
     generate,
@@ -98,8 +100,8 @@ def build_graph(  # noqa: ANN201
     graph = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     for node in NODES:
         name = node.__name__.rsplit(".", 1)[-1]
-        graph.add_node(name, _with_settings(node.make(components), base),
-                       retry_policy=MODEL_RETRY if name in MODEL_NODES else None)
+        made = node.make(components)  # bounded inside _with_settings: the run's limits come from resolved settings
+        graph.add_node(name, _with_settings(bounded(made) if name in MODEL_NODES else made, base))
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "retrieve")

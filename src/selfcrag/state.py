@@ -91,3 +91,4 @@ class State(InputState, OutputState, total=False):
     retrieval_rounds: int
     generations: int  # generations on the current evidence; reset when the evidence changes
     review: dict[str, Any]  # what a person decided in human_review
+    run_started: float  # when this run began (time.time()): every call of the run ends by it + run_timeout

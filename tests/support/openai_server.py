@@ -8,8 +8,11 @@ content for `response_format` json_schema / json_object, as text otherwise. Usag
     with OpenAIServer(lambda request: Reply.json({"score": 0.9})) as server:
         ChatOpenAI(base_url=server.base_url, api_key="test", model="test-model")
 
-Every request is recorded (body, when it started and ended). `methods` lists the structured-output methods the
-server accepts (others get HTTP 400, like a server without them); `latency` is a fixed delay per call.
+Every request is recorded (body, authorization header, when it started and ended). `methods` lists the
+structured-output methods the server accepts (others get HTTP 400, like a server without them); `latency` is a
+fixed delay per call. Faults a reply can script: `Reply.never()` never answers (until the server stops),
+`Reply.drip(...)` sends its response one byte a second, `Reply.fail(429, retry_after="1")` adds Retry-After;
+any text (a 2 MB reply, 2,000 nested brackets) is `Reply.content(text)`.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class Reply:
     text: str | None = None
     status: int = 200
     error: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    silent: bool = False  # never answer: hold the connection until the server stops
+    byte_every: float = 0.0  # > 0: send the response one byte per this many seconds (a per-read timeout never fires)
     completion_tokens: int = field(default=0, init=False)
 
     @classmethod
@@ -95,8 +101,18 @@ class Reply:
         return cls(text=text)
 
     @classmethod
-    def fail(cls, status: int, message: str = "scripted failure") -> Reply:
-        return cls(status=status, error=message)
+    def fail(cls, status: int, message: str = "scripted failure", retry_after: str | None = None) -> Reply:
+        return cls(status=status, error=message, headers={"Retry-After": retry_after} if retry_after else {})
+
+    @classmethod
+    def never(cls) -> Reply:
+        return cls(silent=True)
+
+    @classmethod
+    def drip(cls, reply: Reply, seconds: float = 1.0) -> Reply:
+        """`reply`, sent one byte every `seconds`."""
+        reply.byte_every = seconds
+        return reply
 
 
 Responder = Callable[[Request], Reply]
@@ -112,6 +128,7 @@ class OpenAIServer:
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._stop = threading.Event()  # ends silent and dripping replies when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -126,6 +143,7 @@ class OpenAIServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -158,7 +176,8 @@ class OpenAIServer:
         else:
             text = reply.text if reply.text is not None else json.dumps(reply.data)
             message = {"role": "assistant", "content": text}
-            reply.completion_tokens = count_tokens(text)
+            # A megabyte reply is a fault test: an estimate keeps the server quick (tiktoken is slow on megabytes).
+            reply.completion_tokens = count_tokens(text) if len(text) < 100_000 else len(text) // 4
         with self._lock:
             self.completion_tokens += reply.completion_tokens
         return 200, message, reply
@@ -173,6 +192,7 @@ class OpenAIServer:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+                self.reply = Reply()  # until the responder scripts one: no headers to add, no drip
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send_json(404, {"error": {"message": "not found"}})
@@ -185,6 +205,11 @@ class OpenAIServer:
                 try:
                     status, message, reply = server._answer(request)
                     request.status = status
+                    self.reply = reply
+                    if reply.silent:
+                        server._stop.wait()
+                        self.close_connection = True
+                        return
                     if message is None:
                         self._send_json(status, {"error": {"message": reply.error, "type": "invalid_request_error"
                                                            if status == 400 else "server_error"}})  # fmt: skip
@@ -195,8 +220,8 @@ class OpenAIServer:
                         finish = "tool_calls" if message.get("tool_calls") else "stop"
                         self._send_json(200, {**_envelope(body, "chat.completion"), "usage": usage, "choices": [
                             {"index": 0, "message": message, "finish_reason": finish}]})  # fmt: skip
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-                    pass
+                except (BrokenPipeError, ConnectionResetError, _Stopped):  # the client gave up, or the server stops
+                    self.close_connection = True
                 finally:
                     request.ended = time.monotonic()
                     with server._lock:
@@ -207,8 +232,27 @@ class OpenAIServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in self.reply.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                self._write(data)
+
+            def end_headers(self) -> None:
+                if self.reply.byte_every:  # the status line and headers drip too
+                    buffered, self._headers_buffer = b"".join(getattr(self, "_headers_buffer", [])), []
+                    self._write(buffered + b"\r\n")
+                    return
+                super().end_headers()
+
+            def _write(self, data: bytes) -> None:
+                if not self.reply.byte_every:
+                    self.wfile.write(data)
+                    return
+                for i in range(len(data)):
+                    if server._stop.wait(self.reply.byte_every):
+                        raise _Stopped
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
 
             def _send_stream(self, body: dict[str, Any], message: dict[str, Any], prompt: int, completion: int) -> None:
                 self.send_response(200)
@@ -220,7 +264,7 @@ class OpenAIServer:
 
                 def event(delta: dict[str, Any], finish: str | None = None) -> None:
                     chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self._write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
 
                 event({"role": "assistant", "content": ""})
@@ -234,11 +278,15 @@ class OpenAIServer:
                     event({}, "stop")
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage_chunk = {**head, "choices": [], "usage": _usage(prompt, completion)}
-                    self.wfile.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
+                    self._write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+                self._write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 
         return Handler
+
+
+class _Stopped(Exception):
+    """The server stopped while a reply was dripping."""
 
 
 def _envelope(body: dict[str, Any], kind: str) -> dict[str, Any]:

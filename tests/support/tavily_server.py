@@ -2,7 +2,7 @@
 
 It answers `POST /search` the way Tavily does — `{"query", "results": [{"url", "title", "content", "score"}],
 "response_time"}` — checks the bearer key, records every request, and can be scripted to fail: an HTTP error
-status, a reply that is not JSON, or a reply slower than the client's timeout.
+status, a reply that is not JSON, a reply slower than the client's timeout, or no reply at all.
 
     with TavilyTestServer(results=[...]) as server:
         TavilyWebSearch(api_key=server.api_key, api_base_url=server.url)
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,7 +25,9 @@ class TavilyTestServer:
         self.fail_status: int | None = None  # reply with this HTTP status instead of results
         self.not_json = False  # reply 200 with a body that is not JSON
         self.delay = 0.0  # seconds to wait before replying (longer than the client's timeout = a timeout)
+        self.never_answers = False  # hold every request, unanswered, until the server stops
         self.requests: list[dict[str, Any]] = []  # each request's JSON body, plus its "authorization" header
+        self.received: list[float] = []  # time.monotonic() when each request arrived
         self._stop = threading.Event()  # ends a delayed reply early when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -46,6 +49,8 @@ class TavilyTestServer:
 
     def _reply(self, body: dict[str, Any], authorization: str) -> tuple[int, bytes]:
         """Status and body for one search request."""
+        if self.never_answers:
+            self._stop.wait()
         if self.delay:
             self._stop.wait(self.delay)
         if authorization != f"Bearer {self.api_key}":
@@ -68,6 +73,7 @@ class TavilyTestServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 authorization = self.headers.get("Authorization", "")
                 server.requests.append({**body, "authorization": authorization})
+                server.received.append(time.monotonic())
                 status, payload = server._reply(body, authorization)
                 try:
                     self.send_response(status)

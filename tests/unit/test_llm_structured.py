@@ -78,20 +78,20 @@ def test_compact_schema_keeps_constraints_and_the_name():
 def test_a_model_without_structured_output_falls_back_to_the_plain_prompt_and_remembers_it():
     model = TextOnly(replies=['[{"id": "p1", "label": "incorrect"}]', '{"grades": [{"id": "p1", "label": "correct"}]}'])
     models = ChatModels(model)
-    first = ask(models, model, PassageGrades, [HumanMessage("grade")], Context())
+    first = ask(models, model, PassageGrades, [HumanMessage("grade")], Context(), "relevance")
     assert first.value is not None and first.value.grades[0].label == "incorrect"  # a bare list is accepted
     assert (first.calls, first.error) == (1, "")
     assert first.tokens > 0  # no usage from this model: estimated with tiktoken
     assert models.method_for(model) == "prompt"
     assert "matching this JSON schema" in model.seen[0][0].content  # no API schema: the prompt carries it
-    second = ask(models, model, PassageGrades, [HumanMessage("grade")], Context())
+    second = ask(models, model, PassageGrades, [HumanMessage("grade")], Context(), "relevance")
     assert second.value is not None and second.value.grades[0].label == "correct"
     assert len(model.seen) == 2
 
 
 def test_a_reply_that_never_validates_is_a_fault_not_an_exception():
     model = TextOnly(replies=['{"grades": "all fine"}'])
-    reply = ask(ChatModels(model), model, PassageGrades, [HumanMessage("grade")], Context())
+    reply = ask(ChatModels(model), model, PassageGrades, [HumanMessage("grade")], Context(), "relevance")
     assert reply.value is None and reply.calls == 1
     assert reply.error.startswith("malformed reply")
 

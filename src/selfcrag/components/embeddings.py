@@ -192,15 +192,18 @@ def openai_embedder(model: str) -> LangChainEmbedder:
     from langchain_openai import OpenAIEmbeddings
     from pydantic import SecretStr
 
+    from selfcrag.components.llm.models import api_key_for
+
+    # Only the operator's endpoint, never one a run chose, so OPENAI_API_KEY goes only where it was configured to.
     base_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or None
-    api_key = os.environ.get("OPENAI_API_KEY")
-    if not api_key and not base_url:
+    api_key = api_key_for(base_url)  # a local server without a key gets a dummy (vLLM, Ollama accept any)
+    if api_key is None:
         raise EmbeddingModelError(f"embeddings openai:{model} need OPENAI_API_KEY (or OPENAI_BASE_URL for a "
                                   "local OpenAI-compatible server)")
     embeddings = OpenAIEmbeddings(
         model=model,
         base_url=base_url,
-        api_key=SecretStr(api_key or "unused"),  # local servers (vLLM, Ollama, llama.cpp) accept any key
+        api_key=SecretStr(api_key),
         # Send text, not tiktoken token ids: compatible servers expect text, and tiktoken would download its
         # vocabulary on first use.
         check_embedding_ctx_length=False,

@@ -3,9 +3,30 @@ component, and returns a state update with one trace step saying what it decided
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from selfcrag.components.base import ModelUse
+from selfcrag.components.llm.calls import run_limits
+from selfcrag.context import Context, settings_of
+from selfcrag.state import State
+
+
+def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]]) -> Any:  # Any: what add_node accepts
+    """A node that may call models, run within the run's limits (components/llm/calls.py): the call budget left
+    after `llm_calls`, shared with the nodes running in the same superstep (the same checkpoint), and the run's
+    deadline counted from `run_started`. The components read them from a ContextVar, so their Protocols stay."""
+
+    def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        step = getattr(getattr(runtime, "execution_info", None), "checkpoint_id", None)
+        with run_limits(settings_of(runtime.context), spent=state.get("llm_calls", 0),
+                        started=state.get("run_started"), step=step):  # fmt: skip
+            return node(state, runtime)
+
+    run.__name__ = getattr(node, "__name__", "node")
+    return run
 
 
 def spent(*results: ModelUse | None) -> dict[str, int]:

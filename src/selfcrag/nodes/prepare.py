@@ -7,6 +7,7 @@ reads it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -113,6 +114,7 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
             "llm_calls": Overwrite(0),  # the counters sum node updates: a new run starts them at 0
             "tokens": Overwrite(0),
             "review": {},
+            "run_started": time.time(),  # the run's deadline counts from here (components/llm/calls.py)
             "trace": [
                 {
                     "node": "prepare",

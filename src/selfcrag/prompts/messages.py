@@ -38,6 +38,10 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "zh": "问题问的是“{}”，回答说的却是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
+    # The generator's `missing` when the model gave no answer: a plain phrase; the fault itself goes to the trace.
+    "model_unreachable": {"en": "the model could not be reached", "zh": "无法连接到模型"},
+    "model_limit": {"en": "this question reached its limit of model calls or time",
+                    "zh": "这个问题已用完模型调用次数或时间"},
     # A question the evidence cannot read (components/sanitize.py): nothing to look up, or another script.
     "no_words": {"en": "the question has no letters or digits to look up", "zh": "问题中没有可以查找的文字或数字"},
     "script_not_covered": {"en": "the question's script ({}) is not covered by the knowledge base or the "

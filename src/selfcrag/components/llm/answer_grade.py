@@ -35,7 +35,7 @@ class LLMAnswerGrader:
         if not strip_citations(answer):
             return AnswerGrade(score=0.0, useful=False, missing="no answer", reason="empty answer")
         reply = ask(self.models, self.models.grader(settings), AnswerVerdict,
-                    prompts.answer_grade(question, answer), settings)  # fmt: skip
+                    prompts.answer_grade(question, answer), settings, "answer_grade")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
         if reply.value is None:
             return AnswerGrade(score=settings.thresholds().answer_relevance, useful=True, error=reply.error,

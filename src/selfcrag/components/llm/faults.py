@@ -1,12 +1,14 @@
-"""What a failing model call does. Transient faults (timeouts, connection errors, 429, 5xx) propagate while the
-node has attempts left, so the node's `RetryPolicy` runs it again; any other fault, and a transient one on the
-last attempt, degrades the step in its configured direction instead. A model fault never ends a run."""
+"""What a failing model call is: transient (worth another try), how long the server asked us to wait, and one
+short line for the trace. `calls.py` acts on it: it retries transient faults within the call's deadline and the
+run's budget; any other fault, and a transient one it cannot retry, degrades the step in its configured
+direction. A model fault never ends a run."""
 
 from __future__ import annotations
 
-from langgraph.types import RetryPolicy
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
 
-MODEL_ATTEMPTS = 3
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -22,39 +24,49 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):  # includes APITimeoutError
         return True
     # openai.APIStatusError and most other providers' HTTP errors carry the status.
-    return getattr(exc, "status_code", None) in _TRANSIENT_STATUS
+    return status_of(exc) in _TRANSIENT_STATUS
 
 
-# On every node that calls a model. No jitter: one agent run has no thundering herd to spread out.
-MODEL_RETRY = RetryPolicy(
-    max_attempts=MODEL_ATTEMPTS, initial_interval=0.5, backoff_factor=2.0, jitter=False, retry_on=is_transient
-)
+def status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
 
 
-def attempt() -> int:
-    """The current node's attempt (1-based); 1 outside a graph run."""
+def retry_after(exc: BaseException, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait (`Retry-After`: seconds or an HTTP date; `retry-after-ms`, which OpenAI
+    sends), or None when it did not say. The headers are read from the exception's HTTP response, which the openai
+    client and most httpx-based providers attach."""
+    headers: Any = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    if (millis := _number(headers.get("retry-after-ms"))) is not None:
+        return max(0.0, millis / 1000)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    if (seconds := _number(raw)) is not None:
+        return max(0.0, seconds)
     try:
-        from langgraph.runtime import get_runtime
+        when = parsedate_to_datetime(str(raw))
+    except (TypeError, ValueError, IndexError):  # neither form: as if the server had not said
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; a malformed one without a zone is read as such
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
-        info = getattr(get_runtime(), "execution_info", None)
-    except (RuntimeError, KeyError, TypeError):  # not inside a node (a component called directly)
-        return 1
-    return getattr(info, "node_attempt", 1) or 1
 
-
-def raise_if_retrying(exc: Exception) -> None:
-    """Let a transient fault reach the node's RetryPolicy while attempts remain."""
-    if is_transient(exc) and attempt() < MODEL_ATTEMPTS:
-        raise exc
+def _number(raw: Any) -> float | None:
+    try:
+        value = float(str(raw).strip())
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None  # no NaN, no inf
 
 
 def describe(exc: BaseException) -> str:
     """One short line for the trace: the exception type and the start of its message."""
-    message = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
-    if is_transient(exc) and attempt() > 1:
-        text += f" (attempt {attempt()}/{MODEL_ATTEMPTS})"
-    return text
+    message = " ".join(str(exc)[:400].split())  # a server may put a whole (huge) body in its error
+    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
 class ModelConfigError(ValueError):

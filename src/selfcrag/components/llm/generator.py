@@ -2,7 +2,8 @@
 
 It calls the chat model inside the node with the node's callbacks, so `graph.stream(..., stream_mode="messages")`
 streams its tokens (LangChain streams a chat model by itself when a streaming handler listens). A draft the
-model cannot write ("INSUFFICIENT: ...") or a failed call becomes no draft, with `missing` saying why.
+model cannot write ("INSUFFICIENT: ...") or a failed call becomes no draft, with `missing` saying why: in the
+model's words, or, for a failed call, a plain phrase in the question's language (the fault is in `error`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import re
 from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Citation, Draft, Strip, Turn
-from selfcrag.components.llm.faults import describe, raise_if_retrying
+from selfcrag.components.llm.calls import MAX_TOKENS, call, reply_chars
 from selfcrag.components.llm.structured import text_of, usage_tokens
 from selfcrag.components.offline_grading import terms_of
 from selfcrag.components.text import split_sentences
+from selfcrag.language import language_of
 from selfcrag.prompts.generation import GenerationPrompt, generation_prompt
+from selfcrag.prompts.messages import phrase
 
 if TYPE_CHECKING:
     from selfcrag.components.llm.models import ChatModels
@@ -36,15 +39,26 @@ class LLMGenerator:
             return Draft(answer="", citations=[], missing="no evidence to answer from")
         model = self.models.generator(settings)
         prompt = generation_prompt(question, strips, settings, avoid, history)
-        try:
-            message = model.invoke(prompt.messages)
-        except Exception as exc:  # fails to no draft: the graph rewrites or abstains, it does not crash
-            raise_if_retrying(exc)
-            return Draft(answer="", citations=[], missing=f"generator failed: {describe(exc)}", llm_calls=1,
-                         prompt=prompt.name, error=describe(exc))  # fmt: skip
-        draft = draft_from(text_of(message), prompt)
-        draft.llm_calls, draft.tokens, draft.prompt = 1, usage_tokens(message, prompt.messages), prompt.name
+        # Invoked inside the node with the node's callbacks, so stream_mode="messages" gets its tokens.
+        outcome = call(self.models.capped(model, MAX_TOKENS["answer"]), prompt.messages, settings)
+        if outcome.error is not None:  # no draft: the graph rewrites or abstains, it does not crash
+            said = phrase("model_limit" if outcome.skipped else "model_unreachable", language_of(question))
+            return Draft(answer="", citations=[], missing=said, llm_calls=outcome.calls, prompt=prompt.name,
+                         error=outcome.reason)  # fmt: skip
+        message = outcome.output
+        draft = draft_from(_cut(text_of(message), reply_chars("answer")), prompt)
+        draft.llm_calls, draft.tokens, draft.prompt = outcome.calls, usage_tokens(message, prompt.messages), prompt.name
         return draft
+
+
+def _cut(text: str, limit: int) -> str:
+    """A runaway answer cut at the last sentence end (else space) before `limit` characters; the checks that
+    follow judge what is left."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    end = max(head.rfind(mark) for mark in (". ", "。", "! ", "? ", "\n"))
+    return head[: end + 1] if end > limit // 2 else head[: head.rfind(" ") if " " in head else limit]
 
 
 def draft_from(text: str, prompt: GenerationPrompt) -> Draft:

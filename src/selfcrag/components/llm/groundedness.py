@@ -57,7 +57,7 @@ class LLMGroundednessChecker:
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
         flags, flagged, instructed, sentences = rule_checks(answer, strips)
         reply = ask(self.models, self.models.grader(settings), StatementCheck,
-                    prompts.groundedness(answer, strips), settings)  # fmt: skip
+                    prompts.groundedness(answer, strips), settings, "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
         if not statements:  # fails closed: an answer nobody could check is not shown as grounded

@@ -75,7 +75,7 @@ class LLMRefiner:
         if settings.refine_with == "scores":
             return Refinement(strips=self.by_scores(question, candidates, settings))
         reply = ask(self.models, self.models.grader(settings), StripChoice, prompts.refine(question, candidates),
-                    settings)  # fmt: skip
+                    settings, "refine")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.REFINE}
         if reply.value is None:
             return Refinement(strips=self.by_scores(question, candidates, settings), **usage,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, BeforeValidator
 
 from selfcrag.components.base import Grade, Grading, Label, Passage
-from selfcrag.components.llm.structured import Score, ask, ask_many, normalised
+from selfcrag.components.llm.structured import Score, ask_many, normalised
 from selfcrag.prompts import grading as prompts
 
 if TYPE_CHECKING:
@@ -55,12 +55,13 @@ class LLMRelevanceGrader:
         model = self.models.grader(settings)
         if settings.grading == "parallel":
             conversations = [prompts.relevance_single(question, p) for p in passages]
-            replies = ask_many(self.models, model, PassageVerdict, conversations, settings)
+            replies = ask_many(self.models, model, PassageVerdict, conversations, settings, "relevance")
             verdicts = [r.value for r in replies]
             errors = [r.error for r in replies]
             calls, tokens = sum(r.calls for r in replies), sum(r.tokens for r in replies)
         else:
-            reply = ask(self.models, model, PassageGrades, prompts.relevance_batch(question, passages), settings)
+            reply = ask_many(self.models, model, PassageGrades, [prompts.relevance_batch(question, passages)], settings,
+                             "relevance", items=len(passages))[0]
             verdicts = _by_position(reply.value, len(passages))
             errors = [reply.error or ("" if v else "no verdict for this passage") for v in verdicts]
             calls, tokens = reply.calls, reply.tokens

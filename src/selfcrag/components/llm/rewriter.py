@@ -36,7 +36,7 @@ class LLMRewriter:
                 settings: Context) -> Rewrite:  # fmt: skip
         best = sorted(evidence, key=lambda s: -s["score"])[:EVIDENCE_STRIPS]
         messages = prompts.rewrite_web(question) if for_web else prompts.rewrite(question, query, best, feedback)
-        reply = ask(self.models, self.models.grader(settings), SearchQuery, messages, settings)
+        reply = ask(self.models, self.models.grader(settings), SearchQuery, messages, settings, "rewrite")
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
                  "prompt": prompts.REWRITE_WEB if for_web else prompts.REWRITE}  # fmt: skip
         text = " ".join(reply.value.query.strip().strip("\"'").split()) if reply.value else ""
