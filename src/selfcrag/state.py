@@ -91,3 +91,4 @@ class State(InputState, OutputState, total=False):
     retrieval_rounds: int
     generations: int  # generations on the current evidence; reset when the evidence changes
     review: dict[str, Any]  # what a person decided in human_review
+    draft: dict[str, Any]  # answer + citations held for review; the paused output's `answer` says it awaits it

@@ -3,6 +3,7 @@ state, so a thread that keeps state between runs starts each run clean."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -94,6 +95,7 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
                     "decision": "start",
                     "reason": "web search " + ("available" if web else "unavailable: retrieval only"),
                     "question": question,
+                    "started": time.time(),  # the quality monitor's latency counts from here
                 }
             ],
         }

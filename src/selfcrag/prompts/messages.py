@@ -38,6 +38,8 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "zh": "问题问的是“{}”，回答说的却是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
+    "awaits_review": {"en": "This answer awaits review by a person; it will be shown once it is reviewed.",
+                      "zh": "这个回答正在等待人工审核，审核通过后才会显示。"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {
