@@ -42,7 +42,12 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver:
     except ImportError:
         raise StoreError(NEEDS_EXTRA) from None
     saver = PostgresSaver(db.pool)
-    with db.pool.connection() as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(7261002)")  # one process migrates at a time
-        saver.setup()
+    # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index
+    # CONCURRENTLY waits for every open transaction, this one included.
+    with db.pool.connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(7261002)")
+        try:
+            saver.setup()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(7261002)")
     return saver

@@ -66,10 +66,15 @@ class Database:
         self.saver: Any = None  # LangGraph's checkpointer on this database, made once (checkpoint.py)
         if self.postgres:
             try:
+                import psycopg
                 from psycopg.rows import dict_row
                 from psycopg_pool import ConnectionPool
             except ImportError:
                 raise StoreError(NEEDS_EXTRA) from None
+            try:  # a server that is down fails here at once, not after the pool's retries
+                psycopg.connect(url, connect_timeout=5).close()
+            except Exception as exc:
+                raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
             # The keyword arguments LangGraph's PostgresSaver requires of its connections, so it can share the pool.
             self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False,
                                        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
