@@ -3,6 +3,7 @@ above its minimum), average triad scores, the decision mix, latency percentiles 
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import UTC, datetime
@@ -41,7 +42,7 @@ def percentile(values: list[float], share: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))]
+    return ordered[max(0, min(len(ordered), math.ceil(share * len(ordered))) - 1)]  # rank ceil(p·n)
 
 
 def quality_of(run: dict[str, Any]) -> float:
