@@ -1,4 +1,5 @@
-"""`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--json] [--trace]`.
+"""`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--thread ID] [--json] [--trace]`;
+`chat`, `review`, `monitor` and `report` live in selfcrag/store/cli.py.
 
 Bad input (an empty question, a missing index, an unreadable file) ends with one line on stderr and a
 non-zero exit, never a traceback.
