@@ -14,3 +14,8 @@ os.environ.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
 os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "1")
 # The built sample index is cached per test session, not in the user's home.
 os.environ["SELFCRAG_CACHE_DIR"] = tempfile.mkdtemp(prefix="selfcrag-test-cache-")
+# Threads, reviews and run records go to a store of this session, never the user's (SELFCRAG_HOME).
+os.environ["SELFCRAG_HOME"] = tempfile.mkdtemp(prefix="selfcrag-test-home-")
+
+# The store's database fixtures (`store_url`: SQLite and a real PostgreSQL), for any test that names them.
+pytest_plugins = ["support.store"]

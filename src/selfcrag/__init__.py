@@ -8,6 +8,7 @@ Importing is cheap: the embedding model and the index load on the first run.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from selfcrag.components.backend import Components, model_components, offline_components
@@ -17,8 +18,28 @@ from selfcrag.graph import build_graph, graph
 __all__ = ["Components", "Context", "ask", "build_graph", "graph", "model_components", "offline_components"]
 
 
-def ask(question: str, context: Context | dict[str, Any] | None = None, compiled_graph: Any = None) -> dict[str, Any]:
+def ask(
+    question: str,
+    context: Context | dict[str, Any] | None = None,
+    compiled_graph: Any = None,
+    *,
+    thread_id: str | None = None,
+) -> dict[str, Any]:
     """Run the graph once and return its output (answer, citations, decision, confidence, scores, trace).
     `compiled_graph` defaults to `graph` (models when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline);
-    pass one from `build_graph(...)` to use other components or models."""
-    return dict((compiled_graph or graph).invoke({"question": question}, context=context))
+    pass one from `build_graph(...)` to use other components or models.
+
+    The run is a turn of a thread kept in the store (`SELFCRAG_HOME`, or `SELFCRAG_DATABASE_URL`): `thread_id`
+    continues that conversation, from any process; without one a new thread starts. The output adds `thread_id`
+    and `turn`; a run paused for review adds `review` and waits in `selfcrag review list`. A graph compiled with
+    its own checkpointer keeps its threads there. Without a usable store a one-off question still runs, unkept."""
+    from selfcrag.store.db import StoreError
+    from selfcrag.store.threads import ask_in_thread
+
+    try:
+        return ask_in_thread(question, thread_id, context=context, compiled_graph=compiled_graph)
+    except StoreError:
+        if thread_id is not None:
+            raise
+        logging.getLogger("selfcrag.store").warning("store unavailable: this run is not kept", exc_info=True)
+        return dict((compiled_graph or graph).invoke({"question": question}, context=context))

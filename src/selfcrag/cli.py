@@ -1,4 +1,5 @@
-"""`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--json] [--trace]`.
+"""`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--thread ID] [--json] [--trace]`;
+`chat`, `review`, `monitor` and `report` live in selfcrag/store/cli.py.
 
 Bad input (an empty question, a missing index, an unreadable file) ends with one line on stderr and a
 non-zero exit, never a traceback.
@@ -51,32 +52,66 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
-    question = (args.question or "").strip()
-    if not question:
-        raise CliError("the question is empty")
-    from selfcrag import Context, build_graph
+def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
+    builds its graph with them; the quality preset is a run setting. Returns (settings, operator fields, context)."""
+    from selfcrag import Context
     from selfcrag.components.retrieval import open_index
 
-    # The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
-    # builds its graph with them; the quality preset is a run setting.
     operator = {"index_dir": args.index or None, "generator_model": args.model or None,
                 "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
     settings = Context.from_env(**operator)
-    graph = build_graph(settings={name: value for name, value in operator.items() if value is not None})
+    chosen = {name: value for name, value in operator.items() if value is not None}
     context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
+    if getattr(args, "review", False):
+        context["human_review"] = True
     if args.index:
         from selfcrag.components.embeddings import embedder_for
 
         # Fail fast, with the loader's one-line message (a missing index, other embeddings), before the run starts.
         open_index(args.index, embedder_for(settings.embeddings))
+    return settings, chosen, context
+
+
+def _thread_graph(chosen: dict[str, Any], needed: bool) -> Any:
+    """The graph with the store's checkpointer, so the run is a thread turn and a paused run can be reviewed later.
+    Without a usable store, a one-off question still runs (said on stderr); a named thread cannot."""
+    from selfcrag.store.db import StoreError
+    from selfcrag.store.threads import persistent
+
+    try:
+        return persistent(settings=chosen)
+    except StoreError as exc:
+        if needed:
+            raise
+        print(f"selfcrag: warning: {exc}; this run is not kept", file=sys.stderr)
+        return None
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    question = (args.question or "").strip()
+    if not question:
+        raise CliError("the question is empty")
+    from selfcrag import build_graph
+    from selfcrag.store.threads import check_idle, config, finish, new_thread_id, turn_input
+
+    _, chosen, context = _operator(args)
+    graph = _thread_graph(chosen, needed=bool(args.thread))
+    thread = args.thread or new_thread_id()
+    if graph is None:
+        graph, run_config, inputs = build_graph(settings=chosen), {}, {"question": question}
+    else:
+        check_idle(graph, thread)
+        run_config, inputs = config(thread), turn_input(question)
     if args.stream:  # progress and tokens live on stderr; the answer on stdout as usual
         from selfcrag.streaming import stream_run
 
-        result, timings = stream_run(graph, {"question": question}, context, sys.stderr)
+        result, timings = stream_run(graph.with_config(run_config), inputs, context, sys.stderr)
         print(timings.summary(), file=sys.stderr)
     else:
-        result = graph.invoke({"question": question}, context=context)
+        result = graph.invoke(inputs, run_config, context=context)
+    if run_config:
+        result = finish(graph, thread, dict(result))
     result.pop("messages", None)  # the chat copy of the answer; `answer` and `citations` already say it
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
@@ -99,6 +134,10 @@ def render(result: dict[str, Any], show_trace: bool = False) -> str:
         "Scores: " + " · ".join(f"{name.replace('_', ' ')} {value:.2f}" for name, value in scores.items())
         + f"   Model calls: {result.get('llm_calls', 0)}"
     )
+    if result.get("review"):
+        lines.append(f"Review: {result['review']['id']} (selfcrag review show {result['review']['id']})")
+    elif result.get("thread_id"):
+        lines.append(f"Thread: {result['thread_id']} (turn {result.get('turn')}; continue with --thread)")
     if show_trace:
         lines += ["", "Trace:"]
         for n, step in enumerate(result.get("trace") or [], 1):
@@ -135,7 +174,14 @@ def parser() -> argparse.ArgumentParser:
                      "openai:gpt-4o-mini); needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
     ask.add_argument("--stream", action="store_true",
                      help="show progress and answer tokens live on stderr, with the time to the first token")
+    ask.add_argument("--thread", default="", help="continue this conversation (any process; default: a new thread, "
+                     "its id printed after the answer)")
+    ask.add_argument("--review", action="store_true", help="hold doubtful answers for a person (selfcrag review) "
+                     "instead of answering or abstaining; same as SELFCRAG_HUMAN_REVIEW=1")
     ask.set_defaults(run=cmd_ask)
+    from selfcrag.store.cli import add_commands
+
+    add_commands(sub, ask)
     return top
 
 

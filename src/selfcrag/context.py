@@ -232,6 +232,20 @@ class Context(BaseModel):
     web_timeout: float = operator(15.0, "Seconds one web search may take in all (never past the run's deadline).",
                                   gt=0.0)  # fmt: skip
 
+    # --- review queue (selfcrag.store) ---------------------------------------------------------------
+    review_band: float = run(
+        0.05,
+        "With human_review on: an answer whose confidence is within this distance of the minimum confidence "
+        "(above or below) goes to a person; 0 = only exact ties.",
+        **UNIT,
+    )
+    review_spread: float = run(
+        0.3,
+        "With human_review on: an answer whose three triad scores differ by more than this goes to a person; "
+        "1 = never for this reason.",
+        **UNIT,
+    )
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for

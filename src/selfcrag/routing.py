@@ -140,3 +140,18 @@ def after_review(state: State, settings: Context) -> str:
     """A reply the reviewer must correct leaves the decision at human_review: ask again (each round waits for a
     person, so the loop needs no counter); a valid reply decided, and the run ends."""
     return "human_review" if state.get("decision") == "human_review" else END
+
+
+def review_triggers(measured: dict[str, float], minimum_confidence: float, settings: Context) -> list[str]:
+    """Why a drafted answer goes to a person although it could be shown (only with `human_review` on): its
+    confidence is within `review_band` of the minimum (either side: a close call), or the three triad scores
+    disagree by more than `review_spread` (one check passed what another doubts)."""
+    if not settings.human_review:
+        return []
+    reasons = []
+    if abs(measured["confidence"] - minimum_confidence) <= settings.review_band:
+        reasons.append(f"confidence {measured['confidence']:.2f} within {settings.review_band} of {minimum_confidence}")
+    triad = [measured[name] for name in ("context_relevance", "groundedness", "answer_relevance")]
+    if max(triad) - min(triad) > settings.review_spread:
+        reasons.append(f"triad scores spread by {max(triad) - min(triad):.2f} (> {settings.review_spread})")
+    return reasons

@@ -92,3 +92,4 @@ class State(InputState, OutputState, total=False):
     generations: int  # generations on the current evidence; reset when the evidence changes
     review: dict[str, Any]  # what a person decided in human_review
     run_started: float  # when this run began (time.time()): every call of the run ends by it + run_timeout
+    draft: dict[str, Any]  # answer + citations held for review; the paused output's `answer` says it awaits it

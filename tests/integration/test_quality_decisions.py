@@ -70,7 +70,7 @@ def test_human_review_pauses_with_the_case_and_resumes(action):
     if action == "edit":  # rewritten without citation markers: the draft's sources are not claimed for it
         assert done["answer"] == "Thirty days from delivery." and done["citations"] == []
     if action == "approve":
-        assert done["citations"] == paused["citations"] != []
+        assert done["citations"] == request["citations"] != [] and paused["citations"] == []
     if action == "reject":
         assert done["answer"].startswith("I don't know") and done["citations"] == []
     assert done["trace"][-1]["node"] == "human_review"
@@ -81,7 +81,7 @@ def test_an_edited_answer_keeps_the_sources_it_still_cites():
     thread = {"configurable": {"thread_id": "review-edit-cited"}}
     settings = Context(human_review=True, min_confidence=0.999, caveat_band=0.0)
     paused = graph.invoke({"question": CLEAR}, thread, context=settings)
-    [first, *_] = paused["citations"]
+    [first, *_] = paused["__interrupt__"][0].value["citations"]  # the draft's sources wait with it
     edited = f"Within thirty days of delivery [{first['ref']}]."
     done = graph.invoke(Command(resume={"action": "edit", "answer": edited}), thread, context=settings)
     assert done["answer"] == edited and [c["ref"] for c in done["citations"]] == [first["ref"]]

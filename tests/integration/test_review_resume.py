@@ -44,7 +44,10 @@ def paused_thread(graph, name: str) -> tuple[dict, dict]:  # noqa: ANN001
     thread = {"configurable": {"thread_id": name}}
     paused = graph.invoke({"question": CLEAR}, thread, context=SETTINGS)
     assert paused["decision"] == "human_review"
-    return thread, paused
+    # The paused output only says the answer awaits review; the draft waits in the interrupt for the reviewer.
+    assert paused["answer"].startswith("This answer awaits review") and paused["citations"] == []
+    draft = request_of(paused)
+    return thread, {**paused, "answer": draft["draft_answer"], "citations": draft["citations"]}
 
 
 def request_of(result: dict) -> dict:

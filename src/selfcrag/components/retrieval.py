@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -559,8 +558,9 @@ def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Pa
     digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}".encode())
     for doc in documents:
         digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
-    root = os.environ.get("SELFCRAG_CACHE_DIR") or Path.home() / ".cache" / "selfcrag"
-    return Path(root) / f"sample-{digest.hexdigest()[:16]}"
+    from selfcrag.store.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache
+
+    return cache_dir() / f"sample-{digest.hexdigest()[:16]}"
 
 
 def sample_index(embedder: Embedder | None = None) -> HybridIndex:

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from selfcrag import routing
 from selfcrag.chat import close_run
 from selfcrag.components.backend import Components
 from selfcrag.components.offline_grading import coverage, join_pairs, question_terms
@@ -17,6 +18,7 @@ from selfcrag.quality.confidence import confidence, signals, triad
 from selfcrag.quality.consistency import contradictions
 from selfcrag.routing import question_unreadable
 from selfcrag.state import State
+from selfcrag.store import runs
 
 
 def degraded(state: State, node: str) -> bool:
@@ -110,9 +112,10 @@ def make(components: Components):  # noqa: ANN201
         draft = (state.get("answer") or "") if state.get("grounded") and not unreadable else ""
         update: dict[str, Any] = {"scores": scores, "confidence": value, "confidence_explanation": explained,
                                   "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
-        if draft and not below and not conflicts:
+        triggers = routing.review_triggers(measured, floors["confidence"], settings) if draft else []
+        if draft and not below and not conflicts and not triggers:
             decision, reason = "answer", f"every score meets the {settings.domain} preset; {explained['summary']}"
-        elif draft and not far_below:
+        elif draft and not far_below and not triggers:
             decision = "answer_with_caveat"
             reasons = [f"{messages.signal(n, language)} {measured[n]:.2f}" for n in below]  # type: ignore[literal-required]
             reasons += [messages.phrase("contradicts", language, c["earlier"]) for c in conflicts[:1]]
@@ -121,7 +124,11 @@ def make(components: Components):  # noqa: ANN201
             reason = f"within {band} of the minimum: {', '.join(below) or 'contradiction'}; {explained['summary']}"
             update["answer"] = f"{draft}\n\n" + messages.caveat(reasons, language)
         elif state.get("answer") and settings.human_review and not unreadable:
-            decision, reason = "human_review", f"below the caveat band or ungrounded; {explained['summary']}"
+            why = "; ".join(triggers) or "below the caveat band or ungrounded"
+            decision, reason = "human_review", f"{why}; {explained['summary']}"
+            # The draft waits in the interrupt for a person; whoever reads the paused output learns only that.
+            update |= {"answer": messages.phrase("awaits_review", language), "citations": [],
+                       "draft": {"answer": state["answer"], "citations": state.get("citations") or []}}
         else:
             decision = "abstain"
             missing = missing_evidence(state)
@@ -141,6 +148,7 @@ def make(components: Components):  # noqa: ANN201
         update["trace"] = [
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores), "draft": draft}
         ]
+        runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
         # A case for human review ends in human_review, once a person has decided.
         return update if decision == "human_review" else close_run(state, update)
 

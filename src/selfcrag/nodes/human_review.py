@@ -24,6 +24,7 @@ from selfcrag.language import language_of
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages
 from selfcrag.state import State
+from selfcrag.store import runs
 
 ACTIONS = ("approve", "edit", "reject")
 FIELDS = ("action", "answer", "note")
@@ -72,10 +73,12 @@ def check_reply(reply: Any) -> tuple[dict[str, str], str]:
 def make(components: Components):  # noqa: ANN201
     def human_review(state: State) -> dict[str, Any]:
         earlier = state.get("review") or {}
+        draft = state.get("draft") or {"answer": state.get("answer"), "citations": state.get("citations") or []}
         request: dict[str, Any] = {
             "question": state.get("question"),
-            "draft_answer": state.get("answer"),
-            "citations": state.get("citations") or [],
+            "draft_answer": draft["answer"],
+            "reason": (state.get("trace") or [{}])[-1].get("reason", ""),  # why finalize routed it here
+            "citations": draft["citations"],
             "evidence": [{"id": s["id"], "text": s["text"]} for s in state.get("knowledge") or []],
             "scores": state.get("scores"),
             "confidence": state.get("confidence"),
@@ -90,11 +93,11 @@ def make(components: Components):  # noqa: ANN201
         action = review["action"]
         update: dict[str, Any] = {"review": review}
         if action == "approve":
-            update["decision"] = "answer"
+            update |= {"decision": "answer", "answer": draft["answer"], "citations": draft["citations"]}
         elif action == "edit":
             edited = review["answer"]
             # The reviewer's text keeps the sources it still cites ([doc_1]); a rewritten answer cites none.
-            kept = [c for c in state.get("citations") or [] if f"[{c['ref']}]" in edited]
+            kept = [c for c in draft["citations"] if f"[{c['ref']}]" in edited]
             update |= {"decision": "answer", "answer": edited, "citations": kept}
         else:
             missing = missing_evidence(state)
@@ -104,6 +107,7 @@ def make(components: Components):  # noqa: ANN201
         if earlier.get("bad_replies"):
             reason += f" (after {earlier['bad_replies']} unusable repl{'y' if earlier['bad_replies'] == 1 else 'ies'})"
         update["trace"] = [{"node": "human_review", "decision": update["decision"], "reason": reason}]
+        runs.record(state, update)  # the run is finished now: the monitor gets the reviewed decision
         return close_run(state, update)
 
     return human_review

@@ -121,6 +121,7 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
                     "decision": "start",
                     "reason": "web search " + ("available" if web else "unavailable: retrieval only"),
                     "question": question,
+                    "started": time.time(),  # the quality monitor's latency counts from here
                 }
             ],
         }

@@ -48,6 +48,8 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
     "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
                               "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
+    "awaits_review": {"en": "This answer awaits review by a person; it will be shown once it is reviewed.",
+                      "zh": "这个回答正在等待人工审核，审核通过后才会显示。"},
 }
 # The kind of answer a question expects, as named in "no number in the answer" (generic: nothing to name).
 ANSWER_TYPES: dict[str, dict[Language, str]] = {

@@ -1,0 +1,53 @@
+"""LangGraph's checkpointer on the store's database: `SqliteSaver` on the home's SQLite file, or `PostgresSaver`
+sharing the store's connection pool. Threads and paused reviews live there, so they survive the process."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreError, database
+from selfcrag.store.home import describe, sqlite_path
+
+
+def checkpointer(url: str | None = None) -> BaseCheckpointSaver:
+    """The checkpointer for `url` (default: the configured database), one per process and database."""
+    db = database(url)
+    with LOCK:
+        if db.saver is None:
+            try:
+                db.saver = _postgres_saver(db) if db.postgres else _sqlite_saver(db)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(f"cannot set up threads in {describe(db.url)}: {str(exc).splitlines()[0]}") from None
+    return db.saver
+
+
+def _sqlite_saver(db: Database) -> BaseCheckpointSaver:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    # One connection per process, shared by threads: SqliteSaver serialises its use with a lock.
+    conn = sqlite3.connect(sqlite_path(db.url), timeout=BUSY_SECONDS, check_same_thread=False)
+    conn.execute("PRAGMA synchronous=NORMAL")  # with WAL: durable at checkpoints, no fsync per step
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver
+
+
+def _postgres_saver(db: Database) -> BaseCheckpointSaver:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:
+        raise StoreError(NEEDS_EXTRA) from None
+    saver = PostgresSaver(db.pool)
+    # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index
+    # CONCURRENTLY waits for every open transaction, this one included.
+    with db.pool.connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(7261002)")
+        try:
+            saver.setup()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(7261002)")
+    return saver

@@ -1,0 +1,159 @@
+"""One small SQL layer over SQLite and PostgreSQL: the run records and the review queue use it, and the PostgreSQL
+checkpointer shares its connection pool. Statements are written with `?` placeholders and the SQL both databases
+accept (upserts with ON CONFLICT, DOUBLE PRECISION)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
+
+BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
+POOL_SIZE = 8
+NEEDS_EXTRA = "a PostgreSQL database needs the postgres extra: pip install 'selfcrag[postgres]'"
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS selfcrag_runs (
+        run_key TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        thread_id TEXT NOT NULL DEFAULT '',
+        question TEXT NOT NULL DEFAULT '',
+        decision TEXT NOT NULL,
+        passed INTEGER NOT NULL DEFAULT 0,
+        below TEXT NOT NULL DEFAULT '',
+        confidence DOUBLE PRECISION,
+        context_relevance DOUBLE PRECISION,
+        groundedness DOUBLE PRECISION,
+        answer_relevance DOUBLE PRECISION,
+        latency_ms DOUBLE PRECISION,
+        llm_calls INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        domain TEXT NOT NULL DEFAULT '',
+        reviewed TEXT NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX IF NOT EXISTS selfcrag_runs_created ON selfcrag_runs (created_at)",
+    """CREATE TABLE IF NOT EXISTS selfcrag_reviews (
+        thread_id TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        question TEXT NOT NULL DEFAULT '',
+        draft TEXT NOT NULL DEFAULT '',
+        scores TEXT NOT NULL DEFAULT '{}',
+        confidence DOUBLE PRECISION,
+        reason TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        resolved_at DOUBLE PRECISION,
+        answer TEXT NOT NULL DEFAULT '',
+        note TEXT NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX IF NOT EXISTS selfcrag_reviews_status ON selfcrag_reviews (status)",
+)
+
+
+class StoreError(OSError):
+    """The database cannot be reached or used: one line for the user (an OSError: storage failed)."""
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.postgres = is_postgres(url)
+        self.pool: Any = None
+        self.saver: Any = None  # LangGraph's checkpointer on this database, made once (checkpoint.py)
+        if self.postgres:
+            try:
+                import psycopg
+                from psycopg.rows import dict_row
+                from psycopg_pool import ConnectionPool
+            except ImportError:
+                raise StoreError(NEEDS_EXTRA) from None
+            try:  # a server that is down fails here at once, not after the pool's retries
+                psycopg.connect(url, connect_timeout=5).close()
+            except Exception as exc:
+                raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
+            # The keyword arguments LangGraph's PostgresSaver requires of its connections, so it can share the pool.
+            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False,
+                                       kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+            try:
+                self.pool.open(wait=True, timeout=15)
+            except Exception as exc:
+                self.pool.close()
+                raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
+        else:
+            sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
+        self._ensure_schema()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        if self.postgres:
+            with self.pool.connection() as conn:
+                yield conn
+            return
+        conn = sqlite3.connect(sqlite_path(self.url), timeout=BUSY_SECONDS, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            yield conn
+        finally:
+            conn.close()
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement (autocommit); returns the number of rows it changed."""
+        with self._connection() as conn:
+            return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._connection() as conn:
+            return [dict(row) for row in conn.execute(self._sql(sql), tuple(params)).fetchall()]
+
+    def _ensure_schema(self) -> None:
+        with self._connection() as conn:
+            if self.postgres:
+                # Two processes creating the same table at once collide in PostgreSQL's catalog: take turns.
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(7261001)")
+                    for statement in SCHEMA:
+                        conn.execute(statement)
+            else:
+                conn.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+                for statement in SCHEMA:
+                    conn.execute(statement)
+
+    def close(self) -> None:
+        if self.saver is not None and not self.postgres:
+            self.saver.conn.close()
+        if self.pool is not None:
+            self.pool.close()
+
+
+_open: dict[str, Database] = {}
+LOCK = threading.Lock()  # guards the per-process caches of databases and checkpointers
+
+
+def database(url: str | None = None) -> Database:
+    """The database at `url` (default: `SELFCRAG_DATABASE_URL`, else the home's SQLite file), opened once per
+    process with its tables created."""
+    url = url or database_url()
+    with LOCK:
+        if url not in _open:
+            try:
+                _open[url] = Database(url)
+            except StoreError:
+                raise
+            except Exception as exc:  # sqlite3, psycopg or the file system: one line either way
+                raise StoreError(f"cannot open {describe(url)}: {str(exc).splitlines()[0]}") from None
+        return _open[url]
+
+
+def close_all() -> None:
+    """Close every pool this process opened (tests that stop a database server call it first)."""
+    with LOCK:
+        for db in _open.values():
+            db.close()
+        _open.clear()
