@@ -43,6 +43,11 @@ _NEGATION_ZH = re.compile("不(?![同过少久仅论管断但错如足])|没|无
 _GLUED = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
 
 
+def evidence_sentences(text: str) -> list[str]:
+    """The sentences of one evidence text, as the check compares them (an index stores their vectors)."""
+    return split_sentences(_GLUED.sub(". ", text))
+
+
 def _normalised(text: str) -> str:
     """Lower-case letters, digits and Chinese characters only: a copied sentence still matches after punctuation,
     case or full-width changes."""
@@ -84,7 +89,7 @@ class OfflineGroundednessChecker:
             return GroundednessCheck(score=0.0, grounded=False)
         texts = [_GLUED.sub(". ", s["text"]) for s in strips]
         evidence_text = "\n".join(texts)
-        evidence = [e for text in texts for e in split_sentences(text)]
+        evidence = [e for s in strips for e in evidence_sentences(s["text"])]
         if not evidence:
             return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""))
 

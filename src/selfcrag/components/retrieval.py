@@ -27,6 +27,8 @@ from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import BM25
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, approx_tokens, keyword_tokens, split_sentences
+from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
+from selfcrag.components.vector_store import TextVectors, embed_index, publish
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.json"
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
-EMBED_BATCH = 64
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
 _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
@@ -258,6 +259,14 @@ class HybridIndex:
         self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
         self._vectors = vectors  # faiss.IndexFlatIP
         self._bm25 = bm25
+        self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
+
+    def attach(self, store: TextVectors | None) -> HybridIndex:
+        """Serve `store`'s vectors to the offline components while this index lives."""
+        self.text_vectors = store
+        if store is not None:
+            publish(store)
+        return self
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -268,23 +277,22 @@ class HybridIndex:
 
     @classmethod
     def build(
-        cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None
+        cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None,
+        text_vectors: bool = True,
     ) -> HybridIndex:
+        """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts."""
         import faiss
 
         if not chunks:
             raise IngestError("nothing to index: the documents produced no text")
         texts = [index_text(c) for c in chunks]
-        batches = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batches.append(np.asarray(embedder.embed_documents(texts[start : start + EMBED_BATCH]), dtype=np.float32))
-            if on_progress:
-                on_progress(min(start + EMBED_BATCH, len(texts)), len(texts))
-        vectors = np.ascontiguousarray(np.vstack(batches))
+        passages = [c.text for c in chunks] if text_vectors else []
+        vectors, store = embed_index(embedder, texts, passages, on_progress)
         faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
         flat = faiss.IndexFlatIP(vectors.shape[1])
         flat.add(vectors)
-        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder)
+        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
     def retrieve(self, query: str, settings: Context) -> list[Passage]:
         if not query or not query.strip() or not self.chunks:
@@ -385,6 +393,7 @@ class HybridIndex:
             for chunk in self.chunks:
                 out.write(json.dumps(asdict(chunk), ensure_ascii=False) + "\n")
         (path / KEYWORDS).write_text(json.dumps(self._bm25.to_dict()), encoding="utf-8")
+        TextVectors.write(path, self.text_vectors)  # or removes an older index's
         (path / MANIFEST).write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
@@ -415,7 +424,8 @@ class HybridIndex:
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {exc}); {rebuild}") from None
         if not vectors.ntotal == len(chunks) == len(bm25) == manifest.get("chunks"):
             raise IngestError(f"index at {directory} is inconsistent (chunk counts differ); {rebuild}")
-        return cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+        index = cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+        return index.attach(TextVectors.load(path, embedder, int(vectors.d)))
 
 
 # --- process-wide indexes ---------------------------------------------------------------------------
@@ -453,7 +463,7 @@ def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> Hybri
 def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Path:
     """Where the built sample index is kept between runs: keyed by its text and embedder, so an edited
     sample or another model never loads a stale index. `SELFCRAG_CACHE_DIR` moves it."""
-    digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}".encode())
+    digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}\0{TEXT_VECTORS}".encode())  # rebuilt with them
     for doc in documents:
         digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
     root = os.environ.get("SELFCRAG_CACHE_DIR") or Path.home() / ".cache" / "selfcrag"
