@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+
+import numpy as np
 import pytest
 
 from selfcrag.components.base import Grade, Passage, Strip
@@ -13,6 +16,7 @@ from selfcrag.components.offline_grading import (
     OfflineRelevanceGrader,
     answer_type,
     crag_action,
+    embed,
     strip_citations,
 )
 from selfcrag.components.refine import StripRefiner
@@ -353,3 +357,110 @@ def test_an_affirmative_answer_to_a_negated_question_is_not_useful(embedder, set
     assert not flipped.useful and "asks what is not so" in flipped.missing
     assert "asks 'not'" in flipped.reason and "asks" not in direct.reason
     assert direct.score > flipped.score
+
+
+# --- stored text vectors: a question embeds only itself ------------------------------------------------------
+
+
+class Recording:
+    """The real embedder under its own name (so an index's stored vectors are served to it), recording every
+    text it is asked to embed. A new one has an empty embedding cache."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.languages = inner, inner.name, inner.languages
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts):
+        self.texts += texts
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+@pytest.fixture(scope="module")
+def help_center(embedder, tmp_path_factory):
+    """The help center as an index with stored vectors, and the same index saved without them."""
+    from selfcrag.components.retrieval import HybridIndex, SourceDocument, chunk_documents
+
+    chunks = chunk_documents([SourceDocument(d, title, f"{d}.md", text) for d, (title, text) in DOCS.items()])
+    root = tmp_path_factory.mktemp("help_center")
+    HybridIndex.build(chunks, embedder).save(root / "stored")
+    HybridIndex.build(chunks, embedder, text_vectors=False).save(root / "plain")
+    return root
+
+
+def ask(directory, question, settings):
+    """The graph's output and the texts it embedded. The index is dropped on return, and its stored vectors with
+    it: an index without them must not be served another's."""
+    from selfcrag import build_graph
+    from selfcrag.components.backend import offline_components
+    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.components.vector_store import withdraw
+
+    recording = Recording(default_embedder())
+    index = HybridIndex.load(directory, recording)
+    out = build_graph(offline_components(retriever=index, embedder=recording)).invoke(
+        {"question": question}, context=settings)
+    if index.text_vectors is not None:  # now, not whenever the garbage collector frees the compiled graph
+        withdraw(index.text_vectors)
+    return out, recording.texts
+
+
+def test_a_question_against_an_index_with_stored_vectors_embeds_only_the_question(help_center):
+    question = "How many days do I have to return an item?"
+    settings = Context(max_answer_sentences=1)  # a two-sentence answer is a new text for the answer grader
+    out, texts = ask(help_center / "stored", question, settings)
+    assert out["decision"] == "answer" and "30 days" in out["answer"]
+    # Retrieval embeds the query, the grader the question; every passage, sentence and strip was stored.
+    assert set(texts) == {question}
+    _, without = ask(help_center / "plain", question, settings)
+    assert question in without and len(set(without)) > 10  # what the store saves: passages, sentences, strips
+
+
+@pytest.mark.parametrize("question", [
+    "How many days do I have to return an item?",  # answered
+    "What does error E2001 mean?",
+    "Do you ship to Antarctica?",  # abstains
+])
+def test_the_graph_decides_the_same_with_and_without_stored_vectors(help_center, question, settings):
+    stored, _ = ask(help_center / "stored", question, settings)
+    plain, texts = ask(help_center / "plain", question, settings)
+    assert len(set(texts)) > 1  # the plain index really embedded its passages
+    for key in ("answer", "decision", "confidence", "scores", "citations", "missing"):
+        assert stored[key] == plain[key], key
+
+
+def test_a_stored_vector_equals_a_fresh_embedding_of_its_text(help_center, embedder):
+    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.components.vector_store import KEYS_FILE, evidence_texts
+
+    index = HybridIndex.load(help_center / "stored", embedder)
+    store = index.text_vectors
+    texts = evidence_texts(chunk.text for chunk in index.chunks)
+    assert store is not None and len(store) == np.load(help_center / "stored" / KEYS_FILE).shape[0]
+    stored = embed(embedder, texts)  # served by the store
+    fresh = embedder.embed_documents(texts)  # the model, in other batches: the local model's vectors do not change
+    np.testing.assert_allclose(stored, fresh, rtol=0, atol=1e-6)
+
+
+def test_unknown_texts_other_embedders_and_dropped_indexes_miss_the_store(help_center, embedder):
+    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.components.vector_store import lookup
+
+    known = DOCS["gardening"][1].split(". ")[0] + "."  # a sentence of the help center, not of the bundled sample
+    index = HybridIndex.load(help_center / "stored", Recording(embedder))
+    assert known in lookup(embedder, [known])
+    recording = Recording(embedder)
+    vectors = embed(recording, [known, "A text no index holds.", known])
+    assert recording.texts == ["A text no index holds."]  # the rest came from the store
+    assert np.array_equal(vectors[0], vectors[2])
+    embed(recording, ["A text no index holds."])
+    assert recording.texts == ["A text no index holds."]  # ... and the unknown one from the cache the next time
+
+    other = Recording(embedder)
+    other.name = "all-MiniLM-L6-v2/torch-fp32"  # vectors of another runtime must not be mixed in
+    assert lookup(other, [known]) == {}
+    del index
+    gc.collect()
+    assert lookup(embedder, [known]) == {}  # served only while an index holding them lives

@@ -315,8 +315,13 @@ def test_empty_query_returns_nothing(index: HybridIndex) -> None:
 def test_build_reports_progress_per_batch() -> None:
     docs = [SourceDocument(f"d{i}", f"D{i}", "x.md", f"Document {i} text.") for i in range(130)]
     calls: list[tuple[int, int]] = []
-    HybridIndex.build(chunk_documents(docs), BowEmbedder(), on_progress=lambda d, t: calls.append((d, t)))
+    HybridIndex.build(chunk_documents(docs), BowEmbedder(), on_progress=lambda d, t: calls.append((d, t)),
+                      text_vectors=False)
     assert calls == [(64, 130), (128, 130), (130, 130)]
+    # With the stored text vectors each chunk adds its text without the title ("Document 0 text."): twice the texts.
+    calls.clear()
+    HybridIndex.build(chunk_documents(docs), BowEmbedder(), on_progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(64, 260), (128, 260), (192, 260), (256, 260), (260, 260)]
     with pytest.raises(IngestError, match="nothing to index"):
         HybridIndex.build([], BowEmbedder())
 
@@ -729,3 +734,82 @@ def test_real_embedder_retrieves_by_meaning() -> None:
     passages = index.retrieve(query, Context(k=2))
     assert passages[0]["doc_id"] == "refunds"
     assert "garden" not in {p["doc_id"] for p in index.retrieve(query, Context(k=4))}
+
+
+# --- stored text vectors (vector_store) ---------------------------------------------------------------------
+
+
+def test_an_index_stores_vectors_of_what_the_offline_components_compare(index: HybridIndex, tmp_path: Path) -> None:
+    from selfcrag.components.refine import strips_of
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, key
+
+    store = index.text_vectors
+    assert store is not None and store.embedder == "test/bow"
+    errors = next(c for c in index.chunks if c.doc_id == "errors")
+    # The passage as graded (without the title the FAISS vector has), each sentence, each strip of the default size.
+    wanted = [errors.text, *split_sentences(errors.text), *(strip for strip, _ in strips_of(errors.text, 2))]
+    assert len(set(wanted)) == 5  # the last strip is the last sentence alone
+    for text in wanted:
+        assert np.array_equal(store.get(key(text)), BowEmbedder().embed_documents([text])[0])
+    assert store.get(key("a text no chunk holds")) is None
+
+    index.save(tmp_path / "idx")
+    assert (tmp_path / "idx" / VECTORS_FILE).is_file() and (tmp_path / "idx" / KEYS_FILE).is_file()
+    loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder()).text_vectors
+    assert loaded is not None and len(loaded) == len(store)
+    for text in wanted:
+        assert np.array_equal(loaded.get(key(text)), store.get(key(text)))
+
+
+def test_an_index_saved_without_stored_vectors_loads_and_retrieves_the_same(index: HybridIndex, tmp_path: Path) -> None:
+    from selfcrag.components.vector_store import VECTORS_FILE
+
+    index.save(tmp_path / "with")
+    plain = HybridIndex.build(kb_chunks(), BowEmbedder(), text_vectors=False)
+    assert plain.text_vectors is None
+    plain.save(tmp_path / "without")
+    assert not (tmp_path / "without" / VECTORS_FILE).exists()
+    with_store = HybridIndex.load(tmp_path / "with", BowEmbedder())
+    without = HybridIndex.load(tmp_path / "without", BowEmbedder())
+    assert without.text_vectors is None and with_store.text_vectors is not None
+    settings = ctx(k=5, min_similarity=0)
+    for query in ("E1042", "when do refunds arrive", "tomatoes watering"):
+        assert without.retrieve(query, settings) == with_store.retrieve(query, settings)
+
+
+def test_saving_without_stored_vectors_removes_an_earlier_index_s(index: HybridIndex, tmp_path: Path) -> None:
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+
+    index.save(tmp_path / "idx")
+    # Rebuilt in the same directory without them: the old vectors describe texts of another index.
+    HybridIndex.build(kb_chunks({"extra": "Gift cards never expire."}), BowEmbedder(), text_vectors=False).save(
+        tmp_path / "idx")
+    assert not (tmp_path / "idx" / VECTORS_FILE).exists() and not (tmp_path / "idx" / KEYS_FILE).exists()
+    assert HybridIndex.load(tmp_path / "idx", BowEmbedder()).text_vectors is None
+
+
+def test_damaged_stored_vectors_are_skipped_with_a_warning(index: HybridIndex, tmp_path: Path, caplog) -> None:
+    from selfcrag.components.vector_store import KEYS_FILE
+
+    index.save(tmp_path / "idx")
+    keys = tmp_path / "idx" / KEYS_FILE
+    keys.write_bytes(keys.read_bytes()[:-40])  # a disk fault cut the file
+    with caplog.at_level("WARNING", logger="selfcrag.components.vector_store"):
+        loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    assert loaded.text_vectors is None  # the index still answers: questions embed what the store would have had
+    assert "ignoring the stored text vectors" in caplog.text
+    assert loaded.retrieve("E1042", ctx())[0]["doc_id"] == "errors"
+
+
+def test_an_embedder_without_a_name_gets_no_stored_vectors() -> None:
+    class Nameless:
+        dim = BowEmbedder.dim
+
+        def embed_documents(self, texts: list[str]) -> np.ndarray:
+            return BowEmbedder().embed_documents(texts)
+
+        def embed_query(self, text: str) -> np.ndarray:
+            return BowEmbedder().embed_query(text)
+
+    # Its vectors could not be told from another nameless model's: nothing to store, nothing to look up.
+    assert HybridIndex.build(kb_chunks(), Nameless()).text_vectors is None  # type: ignore[arg-type]

@@ -31,7 +31,12 @@ ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with 256-token inputs; longer text is truncated
-BATCH_SIZE = 32
+# Texts per model call. Questions embed a few passages among many short sentences, and even length-sorted a batch
+# pads its sentences to its longest text: CPU per question without stored vectors (benchmarks/question_cpu.py,
+# 24 SQuAD dev-sample questions, side by side) was 4.4 s at 32, 3.2 s at 16, 2.6 s at 8, 2.1-2.4 s at 4, 2 and 1,
+# with the same vectors (the model's vector of a text does not depend on its batch). Ingest, length-sorted, costs
+# the same at 4, 8 or 32.
+BATCH_SIZE = 4
 
 
 # all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text

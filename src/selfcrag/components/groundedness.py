@@ -83,6 +83,11 @@ def citation_scope(refs: list[str], strips: list[Strip]) -> tuple[set[str], list
     return {docs[r] for r in refs if r in docs}, [r for r in refs if r not in docs]
 
 
+def evidence_sentences(text: str) -> list[str]:
+    """The sentences of one evidence text, as the check compares them (an index stores their vectors)."""
+    return split_sentences(_GLUED.sub(". ", text))
+
+
 def _normalised(text: str) -> str:
     """Lower-case letters, digits and Chinese characters only: a copied sentence still matches after punctuation,
     case or full-width changes."""
@@ -126,7 +131,7 @@ class OfflineGroundednessChecker:
         evidence_text = "\n".join(texts)
         evidence, owners = [], []  # every evidence sentence, and the document it is from
         for strip, text in zip(strips, texts, strict=True):
-            for e in split_sentences(text):
+            for e in evidence_sentences(text):
                 evidence.append(e)
                 owners.append(strip["doc_id"])
         if not evidence:

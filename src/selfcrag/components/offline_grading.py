@@ -32,6 +32,7 @@ from selfcrag.components.text import (
     term,
     words,
 )
+from selfcrag.components.vector_store import lookup
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.opposites import asked_sentence, conflicts
@@ -63,17 +64,23 @@ _lock = threading.Lock()
 
 
 def embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """Embeddings of `texts`, one batch call for those not seen yet. Grading, refinement, generation and the
-    groundedness check embed many of the same sentences in one run, so a small per-embedder cache pays."""
+    """Embeddings of `texts`: from a loaded index's stored vectors (vector_store) where it has them, else from a
+    small per-embedder cache (grading, refinement, generation and the groundedness check embed many of the same
+    sentences in one run), else in one batch call for the rest."""
     if not texts:
         return embedder.embed_documents([])
+    found = lookup(embedder, texts)
+    todo = [t for t in dict.fromkeys(texts) if t not in found]
+    if not todo:
+        return np.stack([found[t] for t in texts])
     try:
         with _lock:
             cache = _caches.setdefault(embedder, OrderedDict())
-            found = {t: cache[t] for t in texts if t in cache}
+            found.update((t, cache[t]) for t in todo if t in cache)
     except TypeError:  # an embedder that cannot be weakly referenced: no cache
-        return embedder.embed_documents(texts)
-    todo = [t for t in dict.fromkeys(texts) if t not in found]
+        found.update(zip(todo, embedder.embed_documents(todo), strict=True))
+        return np.stack([found[t] for t in texts])
+    todo = [t for t in todo if t not in found]
     if todo:
         found.update(zip(todo, embedder.embed_documents(todo), strict=True))
         with _lock:
@@ -82,6 +89,11 @@ def embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
             while len(cache) > _CACHE_SIZE:
                 cache.popitem(last=False)
     return np.stack([found[t] for t in texts])
+
+
+def passage_texts(text: str) -> list[str]:
+    """What the relevance grader embeds of a passage: the whole text, then each sentence."""
+    return [text, *(split_sentences(text) or [text])]
 
 
 def scaled(similarity: float) -> float:
@@ -327,7 +339,7 @@ class OfflineRelevanceGrader:
         embedder = for_run(self.embedder, settings)
         terms = question_terms(question)
         folded_cjk = any(has_cjk(key) for key in terms)
-        sentences = [split_sentences(p["text"]) or [p["text"]] for p in passages]
+        sentences = [passage_texts(p["text"])[1:] for p in passages]
         flat = [s for group in sentences for s in group]
         vectors = embed(embedder, [question] + [p["text"] for p in passages] + flat)
         q, passage_vecs, sentence_vecs = vectors[0], vectors[1 : len(passages) + 1], vectors[len(passages) + 1 :]

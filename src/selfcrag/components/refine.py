@@ -23,10 +23,10 @@ MIN_STRIP_SCORE = 0.2  # below this a strip is off-topic whatever the others sco
 RELATIVE_FLOOR = 0.5  # ... and a strip scoring under half the best one only adds noise
 
 
-def _strips_of(passage: Passage, size: int) -> list[tuple[str, list[str]]]:
-    """(strip text, its sentences) per group of `size` sentences. The text is cut from the passage as written,
-    line breaks included, so list items and headings still split into the same sentences downstream."""
-    text = passage["text"]
+def strips_of(text: str, size: int) -> list[tuple[str, list[str]]]:
+    """(strip text, its sentences) per group of `size` sentences of a passage's text. The text is cut from the
+    passage as written, line breaks included, so list items and headings still split into the same sentences
+    downstream (and an index can store the vectors of both: vector_store)."""
     sentences = split_sentences(text) or [text]
     strips, cursor = [], 0
     for i in range(0, len(sentences), max(1, size)):
@@ -56,7 +56,8 @@ class StripRefiner:
         self.embedder = embedder
 
     def refine(self, question: str, passages: list[Passage], settings: Context) -> Refinement:
-        candidates = [(p, text, group) for p in passages for text, group in _strips_of(p, settings.strip_sentences)]
+        size = settings.strip_sentences
+        candidates = [(p, text, group) for p in passages for text, group in strips_of(p["text"], size)]
         if not candidates:
             return Refinement(strips=[])
         texts = [text for _, text, _ in candidates]

@@ -28,6 +28,8 @@ from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import BM25
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, approx_tokens, keyword_tokens, split_sentences
+from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
+from selfcrag.components.vector_store import TextVectors, embed_index, publish
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
-EMBED_BATCH = 64
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
 _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
@@ -333,6 +334,14 @@ class HybridIndex:
         self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
         self._vectors = vectors  # faiss.IndexFlatIP
         self._bm25 = bm25
+        self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
+
+    def attach(self, store: TextVectors | None) -> HybridIndex:
+        """Serve `store`'s vectors to the offline components while this index lives."""
+        self.text_vectors = store
+        if store is not None:
+            publish(store)
+        return self
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -343,23 +352,22 @@ class HybridIndex:
 
     @classmethod
     def build(
-        cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None
+        cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None,
+        text_vectors: bool = True,
     ) -> HybridIndex:
+        """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts."""
         import faiss
 
         if not chunks:
             raise IngestError("nothing to index: the documents produced no text")
         texts = [index_text(c) for c in chunks]
-        batches = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batches.append(np.asarray(embedder.embed_documents(texts[start : start + EMBED_BATCH]), dtype=np.float32))
-            if on_progress:
-                on_progress(min(start + EMBED_BATCH, len(texts)), len(texts))
-        vectors = np.ascontiguousarray(np.vstack(batches))
+        passages = [c.text for c in chunks] if text_vectors else []
+        vectors, store = embed_index(embedder, texts, passages, on_progress)
         faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
         flat = faiss.IndexFlatIP(vectors.shape[1])
         flat.add(vectors)
-        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder)
+        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
     def retrieve(self, query: str, settings: Context) -> list[Passage]:
         if not query or not query.strip() or not self.chunks:
@@ -453,8 +461,12 @@ class HybridIndex:
         path = Path(directory).expanduser()
         _check_replaceable(path)
         chunks = (asdict(chunk) for chunk in self.chunks)
-        replace_directory(path, lambda tmp: index_files.write_files(
-            tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest()))
+
+        def write(tmp: Path) -> None:
+            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest())
+            TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
+
+        replace_directory(path, write)
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder) -> HybridIndex:
@@ -499,7 +511,8 @@ class HybridIndex:
         except Exception as exc:  # an unreadable file, or faiss refusing what passed the checks
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "
                               f"{rebuild}") from None
-        return cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+        index = cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+        return index.attach(TextVectors.load(path, embedder, int(vectors.d)))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -512,7 +525,8 @@ def _check_replaceable(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
     if path.is_dir():
-        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in index_files.FILES)
+        known = (*index_files.FILES, *TextVectors.FILES)
+        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
         if foreign:
             raise IngestError(f"{path} holds files that are not an index's ({', '.join(foreign[:3])}"
                               f"{', ...' if len(foreign) > 3 else ''}); saving replaces the whole directory, "
@@ -555,7 +569,7 @@ def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> Hybri
 def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Path:
     """Where the built sample index is kept between runs: keyed by its text and embedder, so an edited
     sample or another model never loads a stale index. `SELFCRAG_CACHE_DIR` moves it."""
-    digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}".encode())
+    digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}\0{TEXT_VECTORS}".encode())  # rebuilt with them
     for doc in documents:
         digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
     from selfcrag.store.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache

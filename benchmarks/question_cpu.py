@@ -1,0 +1,209 @@
+"""CPU per warm offline question, with and without the index's stored text vectors, measured side by side.
+
+    .venv/bin/python benchmarks/question_cpu.py [--limit N] [--index DIR] [--batch-sizes 4,16] [--no-compare]
+
+Builds the SQuAD 2.0 dev-sample corpus index with its stored vectors (or reuses it: `--index`, default a
+directory under the temp dir named by the corpus, the embedder and the store format), then asks the dev-sample
+questions through the offline graph in one process, each question once per arm, one arm after the other:
+- `stored`: the index with its stored vectors (this branch);
+- `no store`: the same index saved without them (an index from before them), same embedding batch size;
+- `no store, batch 32 (main)`: as before this change, embedding batches of 32;
+- `no store, batch N`: for each of `--batch-sizes`, to pick the batch size texts unknown to the index get.
+Each arm has its own embedder object, so its own embedding cache: an arm never reuses another's vectors. The
+machine is shared and noisy, so the headline is process CPU seconds (`time.process_time()`, all threads) and
+their ratio, not wall time. Per arm: CPU per question (median, p90), wall median, embedding calls and texts per
+question, and how many decisions differ from the `stored` arm's. Writes benchmarks/results/question_cpu.json.
+Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), the dev sample shared/datasets allows for tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
+
+
+class CountingEmbedder:
+    """Wraps the real embedder under its own name (so stored vectors and the index's manifest match) and counts
+    what it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self.languages = getattr(inner, "languages", None)
+        self.calls = self.texts = 0
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+@dataclass
+class Arm:
+    name: str
+    batch_size: int
+    stored: bool
+    embedder: CountingEmbedder
+    graph: Any = None
+    rows: list[dict] = field(default_factory=list)
+
+
+def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
+    from selfcrag.components.text import TOKENIZER
+    from selfcrag.components.vector_store import FORMAT
+
+    if root:
+        return root
+    digest = hashlib.sha256(f"{embedder_name}\0{TOKENIZER}\0{FORMAT}\0".encode() + corpus.read_bytes())
+    return Path(tempfile.gettempdir()) / f"selfcrag-question-cpu-{digest.hexdigest()[:12]}"
+
+
+def build_or_reuse(corpus: Path, directory: Path, embedder: Any) -> dict:
+    """The index with its stored vectors in `directory` (built unless there), and one without them beside it."""
+    from selfcrag.components.retrieval import MANIFEST, HybridIndex, chunk_documents, load_documents
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, withdraw
+
+    info: dict[str, Any] = {"index": str(directory), "reused": (directory / MANIFEST).is_file()}
+    if not info["reused"]:
+        chunks = chunk_documents(load_documents([corpus]))
+        for stored in (False, True):  # what the stored vectors cost at ingest
+            cpu, wall = time.process_time(), time.perf_counter()
+            index = HybridIndex.build(chunks, embedder, text_vectors=stored)
+            suffix = "" if stored else "_without_store"
+            info[f"ingest_cpu_s{suffix}"] = round(time.process_time() - cpu, 2)
+            info[f"ingest_wall_s{suffix}"] = round(time.perf_counter() - wall, 2)
+        index.save(directory)
+        if index.text_vectors is not None:  # served from the loaded copy below, and withdrawn for no-store arms
+            withdraw(index.text_vectors)
+    plain = directory.with_name(directory.name + "-plain")
+    plain.mkdir(exist_ok=True)
+    for item in directory.iterdir():
+        if item.name not in (VECTORS_FILE, KEYS_FILE):
+            shutil.copy2(item, plain / item.name)
+    for name in (VECTORS_FILE, KEYS_FILE):
+        (plain / name).unlink(missing_ok=True)
+    manifest = json.loads((directory / MANIFEST).read_text())
+    info.update(chunks=manifest["chunks"], stored_texts=int(np.load(directory / KEYS_FILE).shape[0]),
+                stored_mb=round((directory / VECTORS_FILE).stat().st_size / 2**20, 2), plain=str(plain))
+    return info
+
+
+def summarise(arm: Arm, reference: Arm) -> dict:
+    cpu = [r["cpu_s"] for r in arm.rows]
+    differ = [r["id"] for r, ref in zip(arm.rows, reference.rows, strict=True)
+              if (r["decision"], r["confidence"], r["answer"]) != (ref["decision"], ref["confidence"], ref["answer"])]
+    return {
+        "batch_size": arm.batch_size,
+        "stored_vectors": arm.stored,
+        "questions": len(arm.rows),
+        "cpu_ms_median": round(1000 * statistics.median(cpu), 1),
+        "cpu_ms_p90": round(1000 * statistics.quantiles(cpu, n=10)[-1], 1) if len(cpu) > 1 else None,
+        "cpu_ms_mean": round(1000 * statistics.mean(cpu), 1),
+        "wall_ms_median": round(1000 * statistics.median(r["wall_s"] for r in arm.rows), 1),
+        "embed_calls_per_question": round(statistics.mean(r["embed_calls"] for r in arm.rows), 2),
+        "embed_texts_per_question": round(statistics.mean(r["embed_texts"] for r in arm.rows), 2),
+        "embed_texts_median": statistics.median(r["embed_texts"] for r in arm.rows),
+        "outputs_differing_from_stored": differ,
+    }
+
+
+def main() -> int:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    cli.add_argument("--limit", type=int, default=0, help="questions (0 = all 200 of the dev sample)")
+    cli.add_argument("--index", type=Path, default=None, help="index directory to build or reuse")
+    cli.add_argument("--batch-sizes", default="", help="extra no-store arms at these batch sizes, e.g. 4,16")
+    cli.add_argument("--no-compare", action="store_true", help="only the stored arm")
+    cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "question_cpu.json")
+    args = cli.parse_args()
+
+    from selfcrag import Context, build_graph
+    from selfcrag.components import embeddings
+    from selfcrag.components.backend import offline_components
+    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.components.vector_store import publish, withdraw
+
+    folder = args.datasets / "squad2"
+    corpus = folder / "dev_sample_corpus.jsonl"
+    questions = load_jsonl(folder / "dev_sample_200.jsonl")
+    if args.limit:
+        questions = questions[: args.limit]
+    real = embeddings.default_embedder()
+    real.embed_documents(["warm up"])
+    info = build_or_reuse(corpus, index_dir(corpus, real.name, args.index), real)
+
+    default_batch = embeddings.BATCH_SIZE
+    arms = [Arm("stored", default_batch, True, CountingEmbedder(real))]
+    if not args.no_compare:
+        arms.append(Arm("no store", default_batch, False, CountingEmbedder(real)))
+        if default_batch != 32:
+            arms.append(Arm("no store, batch 32 (main)", 32, False, CountingEmbedder(real)))
+    for size in (int(s) for s in args.batch_sizes.split(",") if s.strip()):
+        arms.append(Arm(f"no store, batch {size}", size, False, CountingEmbedder(real)))
+    indexes = {}
+    for arm in arms:
+        index = HybridIndex.load(info["index"] if arm.stored else info["plain"], arm.embedder)
+        indexes[arm.name] = index
+        arm.graph = build_graph(offline_components(retriever=index, embedder=arm.embedder))
+    store = indexes["stored"].text_vectors
+    assert store is not None, "the index has no stored vectors"
+    context = Context.from_env()
+
+    def ask(arm: Arm, question: str) -> dict:
+        embeddings.BATCH_SIZE = arm.batch_size
+        (publish if arm.stored else withdraw)(store)  # the no-store arms must not find the stored vectors
+        calls, texts = arm.embedder.calls, arm.embedder.texts
+        cpu, wall = time.process_time(), time.perf_counter()
+        out = arm.graph.invoke({"question": question}, context=context)
+        return {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
+                "embed_calls": arm.embedder.calls - calls, "embed_texts": arm.embedder.texts - texts,
+                "decision": out["decision"], "confidence": out["confidence"], "answer": out["answer"]}
+
+    try:
+        for arm in arms:  # warm: the graph, the index, the code paths; then every question is measured
+            ask(arm, "What is the capital of Normandy?")
+        for q in questions:
+            for arm in arms:
+                arm.rows.append({"id": q["id"], **ask(arm, q["question"])})
+    finally:
+        embeddings.BATCH_SIZE = default_batch
+        publish(store)
+
+    summary = {arm.name: summarise(arm, arms[0]) for arm in arms}
+    base = summary["stored"]["cpu_ms_median"]
+    print(f"index: {info['chunks']} chunks, {info['stored_texts']} stored texts ({info['stored_mb']} MB)"
+          + (f", built in {info['ingest_cpu_s']} s CPU ({info['ingest_cpu_s_without_store']} s without the store)"
+             if "ingest_cpu_s" in info else ", reused"))
+    header = f"{'arm':<28}{'CPU med ms':>11}{'p90 ms':>9}{'x stored':>9}{'wall med':>9}{'texts/q':>9}{'differ':>7}"
+    print(header)
+    for name, s in summary.items():
+        print(f"{name:<28}{s['cpu_ms_median']:>11}{s['cpu_ms_p90'] or '-':>9}{s['cpu_ms_median'] / base:>9.2f}"
+              f"{s['wall_ms_median']:>9}{s['embed_texts_per_question']:>9}{len(s['outputs_differing_from_stored']):>7}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": q["id"], **{arm.name: {k: v for k, v in arm.rows[i].items() if k != "id"} for arm in arms}}
+            for i, q in enumerate(questions)]
+    args.out.write_text(json.dumps({"index": info, "embedder": real.name, "summary": summary, "rows": rows},
+                                   indent=2) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

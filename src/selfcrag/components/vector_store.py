@@ -1,0 +1,206 @@
+"""Vectors of an index's evidence texts, computed once at ingest and served at question time.
+
+The offline graders, the refiner, the extractive generator and the groundedness checker compare the question
+with each passage, each sentence and each knowledge strip. Embedding those for every question was 97% of an
+offline question's CPU; they depend only on the index, so `HybridIndex.build` embeds them once
+(`evidence_texts`), `save` writes them beside the index and `load` reads them back. `offline_grading.embed()`
+asks `lookup()` first and embeds only what no loaded index knows: the question, its rewrites, web results.
+
+One mechanism, keyed by the exact text (a 128-bit hash of it): any component asking for a known text gets the
+stored vector, whatever it does with it. Stores are found by the embedder's `name`, the same name an index's
+manifest records, so vectors of another model never meet. An embedder without a name gets no stored vectors.
+Vectors are float32 as the embedder gave them: the local model gives a text the same vector in any batch, so a
+stored vector is bit-identical to a fresh one and no decision changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from selfcrag.components.base import Embedder
+
+VECTORS_FILE, KEYS_FILE = "text_vectors.npy", "text_keys.npy"  # beside the index's own files
+FORMAT = "text-vectors/1"  # part of the sample index's cache key: a cached sample from before is rebuilt once
+KEY_BYTES = 16
+INGEST_SLICE = 64  # texts per embedding call at ingest: one progress report each
+
+log = logging.getLogger(__name__)
+
+
+def key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=KEY_BYTES).digest()
+
+
+def embedder_name(embedder: object) -> str | None:
+    name = getattr(embedder, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+class TextVectors:
+    """Stored vectors of texts (row i of `vectors` belongs to the text whose key is row i of `keys`)."""
+
+    FILES = (VECTORS_FILE, KEYS_FILE)  # what it adds to an index directory
+
+    def __init__(self, embedder: str, keys: np.ndarray, vectors: np.ndarray) -> None:
+        if keys.shape != (len(vectors), KEY_BYTES) or vectors.ndim != 2:
+            raise ValueError(f"{len(keys)} keys for {len(vectors)} vectors")
+        self.embedder = embedder
+        self.keys = keys
+        self.vectors = vectors
+        raw = keys.tobytes()
+        self._rows = {raw[i * KEY_BYTES : (i + 1) * KEY_BYTES]: i for i in range(len(keys))}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @classmethod
+    def of(cls, embedder: str, texts: list[str], vectors: np.ndarray) -> TextVectors:
+        keys = np.frombuffer(b"".join(key(t) for t in texts), dtype=np.uint8).reshape(len(texts), KEY_BYTES)
+        return cls(embedder, keys, np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def get(self, hashed: bytes) -> np.ndarray | None:
+        row = self._rows.get(hashed)
+        return None if row is None else self.vectors[row]
+
+    @staticmethod
+    def write(directory: Path, store: TextVectors | None) -> None:
+        """Write `store` into an index directory; None removes an earlier index's, which must not outlive it."""
+        for name in (KEYS_FILE, VECTORS_FILE):
+            (directory / name).unlink(missing_ok=True)
+        if store is None:
+            return
+        # Keys last: a save that dies halfway leaves no keys, and `load` skips vectors without them.
+        _write(directory / VECTORS_FILE, np.asarray(store.vectors))
+        _write(directory / KEYS_FILE, store.keys)
+
+    @classmethod
+    def load(cls, directory: Path, embedder: Embedder, dim: int) -> TextVectors | None:
+        """The stored vectors in `directory` (of an index that `embedder` may read), or None when there are none
+        (an index from before them, or one saved without them) or they cannot be used. They only save time, so a
+        damaged pair is skipped with a warning: the index still answers, embedding what it would have found here."""
+        name = embedder_name(embedder)
+        if not name or not (directory / VECTORS_FILE).is_file() or not (directory / KEYS_FILE).is_file():
+            return None
+        try:
+            # Memory-mapped: pages of a large store are read when a question needs them, not at load.
+            vectors = np.load(directory / VECTORS_FILE, mmap_mode="r", allow_pickle=False)
+            keys = np.load(directory / KEYS_FILE, allow_pickle=False)
+            if vectors.dtype != np.float32 or keys.dtype != np.uint8 or vectors.ndim != 2 or vectors.shape[1] != dim:
+                raise ValueError(f"expected float32 vectors of size {dim} and byte keys, found "
+                                 f"{vectors.dtype} {vectors.shape} and {keys.dtype} {keys.shape}")
+            return cls(name, keys, vectors)
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring the stored text vectors in %s (%s); questions will embed them", directory, exc)
+            return None
+
+
+def _write(path: Path, array: np.ndarray) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with staging.open("wb") as out:
+        np.save(out, array, allow_pickle=False)
+    os.replace(staging, path)
+
+
+# --- what an index stores --------------------------------------------------------------------------------
+
+
+def evidence_texts(passage_texts: Iterable[str], strip_sentences: int | None = None) -> list[str]:
+    """Every text the offline components embed for passages with these texts, once each: the passage (relevance
+    grader), its sentences (relevance grader, refiner), its strips at `strip_sentences` (default: the setting's
+    default) and their sentences as the extractive generator and the groundedness checker cut them."""
+    from selfcrag.components.extractive import clean
+    from selfcrag.components.groundedness import evidence_sentences
+    from selfcrag.components.offline_grading import passage_texts as graded
+    from selfcrag.components.refine import strips_of
+    from selfcrag.components.text import split_sentences
+    from selfcrag.context import Context
+
+    size = strip_sentences or Context().strip_sentences
+    out: dict[str, None] = {}
+    for text in passage_texts:
+        out.update(dict.fromkeys(graded(text)))
+        for strip, _ in strips_of(text, size):
+            out[strip] = None
+            out.update(dict.fromkeys(clean(s) for s in split_sentences(strip)))  # the generator's candidates
+            out.update(dict.fromkeys(evidence_sentences(strip)))  # the groundedness checker's evidence
+    out.pop("", None)
+    return list(out)
+
+
+def embed_index(
+    embedder: Embedder, indexed: list[str], passages: list[str],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, TextVectors | None]:
+    """Vectors of an index's `indexed` texts (what its vector search compares: title and text), and a store of
+    those and of the `evidence_texts` of its `passages` (none without passages or an embedder name).
+
+    All are embedded in one pass, shortest first, so a batch never pads a sentence to a passage's length, in
+    slices that each report `on_progress(texts done, texts in all)`."""
+    name = embedder_name(embedder)
+    known = set(indexed)
+    extra = [t for t in evidence_texts(passages) if t not in known] if name and passages else []
+    texts = indexed + extra
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: np.ndarray | None = None
+    for start in range(0, len(order), INGEST_SLICE):
+        rows = order[start : start + INGEST_SLICE]
+        vectors = np.asarray(embedder.embed_documents([texts[i] for i in rows]), dtype=np.float32)
+        if out is None:
+            out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[rows] = vectors
+        if on_progress:
+            on_progress(start + len(rows), len(texts))
+    if out is None:  # nothing to embed
+        return np.zeros((0, 0), dtype=np.float32), None
+    # A copy for the index, which normalises its vectors in place: the store keeps them exactly as embedded,
+    # as a question would get them.
+    store = TextVectors.of(name, texts, out) if name and passages else None
+    return out[: len(indexed)].copy(), store
+
+
+# --- the stores of the loaded indexes ---------------------------------------------------------------------
+
+# Held weakly: a store lives as long as its index.
+_published: dict[str, weakref.WeakSet[TextVectors]] = {}
+_lock = threading.Lock()
+
+
+def publish(store: TextVectors) -> None:
+    """Serve `store`'s vectors to every embedder named like the one that computed them."""
+    with _lock:
+        _published.setdefault(store.embedder, weakref.WeakSet()).add(store)
+
+
+def withdraw(store: TextVectors) -> None:
+    with _lock:
+        _published.get(store.embedder, weakref.WeakSet()).discard(store)
+
+
+def lookup(embedder: Embedder, texts: Iterable[str]) -> dict[str, np.ndarray]:
+    """The stored vectors of those `texts` some published store holds for this embedder."""
+    name = embedder_name(embedder)
+    with _lock:
+        stores = list(_published.get(name, ())) if name else []
+    if not stores:
+        return {}
+    found: dict[str, np.ndarray] = {}
+    for text in dict.fromkeys(texts):
+        hashed = key(text)
+        for store in stores:
+            vector = store.get(hashed)
+            if vector is not None:
+                found[text] = vector
+                break
+    return found
