@@ -120,6 +120,52 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
+    try:
+        import matplotlib  # noqa: F401
+        import tqdm  # noqa: F401
+    except ImportError:
+        raise CliError("selfcrag eval needs matplotlib and tqdm: pip install 'selfcrag[eval]'") from None
+    from pathlib import Path
+
+    from selfcrag import Context
+    from selfcrag.components.embeddings import embedder_for
+    from selfcrag.components.index_files import complete
+    from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents, open_index
+    from selfcrag.evaluation.questions import load_questions
+    from selfcrag.evaluation.report import text_table
+    from selfcrag.evaluation.run import Systems, evaluate
+
+    if args.limit < 0:
+        raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
+    questions = load_questions(args.questions, args.limit)  # bad input fails before any index is built
+    out = Path(args.out or time.strftime("eval-%Y%m%d-%H%M%S"))
+    if (out / "records.jsonl").exists():
+        raise CliError(f"{out} already holds an evaluation (records.jsonl); choose another --out")
+    operator = {"index_dir": args.index, "generator_model": args.model or None,
+                "backend": "model" if args.model else None}
+    settings = Context.from_env(**operator)
+    embedder = embedder_for(settings.embeddings)
+    index = Path(args.index)
+    if args.corpus and not complete(index):
+        documents = load_documents([args.corpus])
+        chunks = chunk_documents(documents)
+        HybridIndex.build(chunks, embedder, on_progress=_progress if sys.stderr.isatty() else None).save(index)
+        print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
+    elif args.corpus:
+        print(f"{index} already holds an index: evaluating on it, --corpus not indexed again", file=sys.stderr)
+    open_index(index, embedder)  # a missing index or other embeddings: the loader's one line, before any run
+    out.mkdir(parents=True, exist_ok=True)
+    run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
+    systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context)
+    info = {"questions_file": str(args.questions), "index": str(index)}
+    result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info)
+    print(text_table(result["systems"]))
+    print(f"wrote {out}/records.jsonl, metrics.json, report.html")
+    return 0
+
+
 def render(result: dict[str, Any], show_trace: bool = False) -> str:
     lines = [result.get("answer", ""), ""]
     citations = result.get("citations") or []
@@ -182,6 +228,21 @@ def parser() -> argparse.ArgumentParser:
     from selfcrag.store.cli import add_commands
 
     add_commands(sub, ask)
+
+    evaluate = sub.add_parser("eval", help="measure selfcrag against plain RAG on a question file (needs the eval "
+                              "extra)")
+    evaluate.add_argument("questions", help="JSONL with id, question, answers, is_impossible (shared/datasets)")
+    evaluate.add_argument("--index", required=True, help="index directory (built from --corpus when it has none)")
+    evaluate.add_argument("--corpus", default="", help="JSONL corpus (id, title, text) to index into --index first")
+    evaluate.add_argument("--baseline", default="", choices=["", "plain"],
+                          help="also run plain retrieve-then-generate with the same retriever and generator")
+    evaluate.add_argument("--out", default="", help="output directory (default eval-<timestamp>)")
+    evaluate.add_argument("--domain", default="", choices=["", *domains], help="quality preset (default general)")
+    evaluate.add_argument("--risk", default="", choices=["", "low", "normal", "critical"],
+                          help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
+    evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    evaluate.set_defaults(run=cmd_eval)
     return top
 
 

@@ -1,0 +1,143 @@
+"""`selfcrag eval --baseline plain` on each evaluation set with its corpus: the one way the benchmarks measure.
+
+    .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa squad-reserved]
+                                                 [--per-class N] [--limit N] [--seed 0] [--datasets ../shared/datasets]
+
+Sets (default: all but squad-reserved):
+- `squad`: the SQuAD 2.0 dev sample, 100 answerable + 100 unanswerable over its 285 paragraphs (tuning allowed).
+- `squad-allowed`: N answerable + N unanswerable other questions of the same 8 articles (dev-v2.0.json; tuning
+  allowed there too), indexed on those articles' paragraphs.
+- `hotpotqa`, `popqa`: 100 questions each, out-of-domain checks: measure as often as you like, never read their
+  misses to add rules, word lists or constants.
+- `squad-reserved`: N + N from the 27 articles reserved for acceptance; runs only when named, never a place to tune.
+
+Writes benchmarks/results/eval_<set>/ (records.jsonl, metrics.json, report.html) and prints one table over the sets.
+Indexes are cached under $TMPDIR/selfcrag-eval-indexes by corpus content, so a rerun does not embed again.
+Data: SQuAD 2.0 (Rajpurkar et al. 2018), HotpotQA (Yang et al. 2018), both CC BY-SA 4.0; PopQA (Mallen et al.
+2023) as distributed with the Self-RAG evaluation data (MIT), passages from Wikipedia (CC BY-SA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
+RESULTS = ROOT / "benchmarks" / "results"
+DEFAULT_SETS = ("squad", "squad-allowed", "hotpotqa", "popqa")
+ALL_SETS = (*DEFAULT_SETS, "squad-reserved")
+FILES = {"squad": ("squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl"),
+         "hotpotqa": ("hotpotqa/dev_distractor_100.jsonl", "hotpotqa/dev_distractor_100_corpus.jsonl"),
+         "popqa": ("popqa/longtail_100.jsonl", "popqa/longtail_100_corpus.jsonl")}  # fmt: skip
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def squad_split(folder: Path, split: str, per_class: int, seed: int, work: Path) -> tuple[Path, Path]:
+    """Questions and corpus files of a SQuAD 2.0 split beyond the dev sample: `allowed` draws from the other
+    questions of the sample's 8 articles, `reserved` from the 27 articles reserved for acceptance. The draw is the
+    one squad_graph_vs_plain.py made (same pool order, same seed), so earlier numbers stay comparable."""
+    sample = load_jsonl(folder / "dev_sample_200.jsonl")
+    allowed = {doc["title"] for doc in load_jsonl(folder / "dev_sample_corpus.jsonl")}
+    taken = {q["id"] for q in sample}
+    articles = [a for a in json.loads((folder / "dev-v2.0.json").read_text())["data"]
+                if (a["title"] in allowed) == (split == "allowed")]  # fmt: skip
+    pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
+             "is_impossible": qa["is_impossible"], "context_title": article["title"]}
+            for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+            if qa["id"] not in taken]  # fmt: skip
+    draw = random.Random(seed)
+    questions = [q for impossible in (False, True)
+                 for q in draw.sample([q for q in pool if q["is_impossible"] == impossible], per_class)]  # fmt: skip
+    work.mkdir(parents=True, exist_ok=True)
+    questions_file, corpus = work / f"squad-{split}.jsonl", work / f"squad-{split}-corpus.jsonl"
+    questions_file.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    corpus.write_text("".join(
+        json.dumps({"id": f"{article['title']}#p{i}", "title": article["title"], "text": paragraph["context"]}) + "\n"
+        for article in articles for i, paragraph in enumerate(article["paragraphs"])), encoding="utf-8")
+    return questions_file, corpus
+
+
+def files_for(name: str, datasets: Path, per_class: int, seed: int, work: Path) -> tuple[Path, Path]:
+    if name in FILES:
+        questions, corpus = FILES[name]
+        return datasets / questions, with_text(datasets / corpus, work)
+    return squad_split(datasets / "squad2", name.removeprefix("squad-"), per_class, seed, work)
+
+
+def with_text(corpus: Path, work: Path) -> Path:
+    """The corpus without passages whose text is empty (PopQA's set has 96 title-only category pages): they hold
+    nothing to retrieve, and the ingester rightly refuses them."""
+    rows = load_jsonl(corpus)
+    kept = [row for row in rows if str(row.get("text") or "").strip()]
+    if len(kept) == len(rows):
+        return corpus
+    print(f"{corpus.name}: {len(rows) - len(kept)} passages without text left out", file=sys.stderr)
+    work.mkdir(parents=True, exist_ok=True)
+    cleaned = work / corpus.name
+    cleaned.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept), encoding="utf-8")
+    return cleaned
+
+
+def index_dir(corpus: Path) -> Path:
+    """One cached index per corpus content: `selfcrag eval --corpus` builds it only when the folder has none."""
+    digest = hashlib.sha256(corpus.read_bytes()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "selfcrag-eval-indexes" / f"{corpus.stem}-{digest}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("sets", nargs="*", choices=ALL_SETS, default=list(DEFAULT_SETS), metavar="SET",
+                     help=f"any of {', '.join(ALL_SETS)} (default: {' '.join(DEFAULT_SETS)})")
+    cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    cli.add_argument("--per-class", type=int, default=100, help="questions per class of the drawn SQuAD splits")
+    cli.add_argument("--seed", type=int, default=0, help="which questions the drawn SQuAD splits take")
+    cli.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (timing runs)")
+    cli.add_argument("--results", type=Path, default=RESULTS, help="where eval_<set>/ folders are written")
+    args = cli.parse_args(argv)
+
+    from selfcrag.cli import main as selfcrag
+
+    work = Path(tempfile.mkdtemp(prefix="selfcrag-eval-splits-"))
+    table = {}
+    for name in args.sets:
+        questions, corpus = files_for(name, args.datasets, args.per_class, args.seed, work)
+        out = args.results / f"eval_{name.replace('-', '_')}"
+        shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
+        command = ["eval", str(questions), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
+                   "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else [])]
+        print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
+        if code := selfcrag(command):
+            return code
+        table[name] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{'set':<16}{'system':<10}{'answerable acc':>15}{'unans. answered':>16}{'AUROC':>7}{'AURC':>7}"
+          f"{'ECE':>7}{'p50 ms':>8}{'seconds':>9}")
+    for name, result in table.items():
+        for system, m in result["systems"].items():
+            print(f"{name:<16}{system:<10}{_pct(m['answerable_accuracy']):>15}{_pct(m['unanswerable_answered']):>16}"
+                  f"{_num(m['auroc']):>7}{_num(m['aurc']):>7}{_num(m['ece']):>7}"
+                  f"{_num(m['latency_ms']['p50'], 0):>8}{result['run']['seconds']:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Metrics of a system on one question set: pure functions, no I/O.
+
+y (`correct`) is 1 when the question is answerable and the shown answer contains a gold answer; an answer shown to an
+unanswerable question is wrong, and an abstention shows nothing, so both are 0. Confidence is judged against y:
+- AUROC: the chance that a right answer has a higher confidence than a wrong one (ties count half); 0.5 is chance.
+- Risk-coverage: answer the most confident questions first; at coverage k/n the risk is the error rate among those
+  k. Tied confidences cannot be split by a threshold, so a tie enters as a whole, and AURC (the mean risk over
+  k = 1..n) spreads a tie's errors evenly over it: the expected value under a random order within the tie.
+- ECE: 10 equal-width bins of confidence; the weighted mean of |mean confidence - accuracy| over the bins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+ANSWERED = ("answer", "answer_with_caveat")
+FIXED_RISKS = (0.05, 0.1, 0.2, 0.3)
+BINS = 10
+
+
+def auroc(confidence: Sequence[float], correct: Sequence[bool]) -> float | None:
+    """Area under the ROC curve of `confidence` for `correct` (Mann-Whitney U with mid-ranks for ties); None
+    when every question is right or every one is wrong, where it is undefined."""
+    positives = sum(1 for y in correct if y)
+    negatives = len(correct) - positives
+    if not positives or not negatives:
+        return None
+    order = sorted(range(len(confidence)), key=lambda i: confidence[i])
+    rank_sum, start = 0.0, 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and confidence[order[end + 1]] == confidence[order[start]]:
+            end += 1
+        mid_rank = (start + end) / 2 + 1  # ranks are 1-based; a tie shares the mean of its ranks
+        rank_sum += mid_rank * sum(1 for i in order[start : end + 1] if correct[i])
+        start = end + 1
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def _tie_groups(confidence: Sequence[float], correct: Sequence[bool]) -> list[tuple[int, int]]:
+    """(size, errors) of each group of equal confidence, most confident first."""
+    counts: dict[float, list[int]] = {}
+    for value, y in zip(confidence, correct, strict=True):
+        group = counts.setdefault(value, [0, 0])
+        group[0] += 1
+        group[1] += 0 if y else 1
+    return [(size, errors) for _, (size, errors) in sorted(counts.items(), reverse=True)]
+
+
+def risk_coverage(confidence: Sequence[float], correct: Sequence[bool]) -> list[tuple[float, float]]:
+    """(coverage, risk) at every confidence threshold, from the most confident tie group to all questions."""
+    points, taken, errors = [], 0, 0
+    for size, wrong in _tie_groups(confidence, correct):
+        taken, errors = taken + size, errors + wrong
+        points.append((taken / len(confidence), errors / taken))
+    return points
+
+
+def aurc(confidence: Sequence[float], correct: Sequence[bool]) -> float | None:
+    """Area under the risk-coverage curve: the mean over k = 1..n of the risk among the k most confident."""
+    if not confidence:
+        return None
+    total, taken, errors = 0.0, 0, 0
+    for size, wrong in _tie_groups(confidence, correct):
+        for j in range(1, size + 1):
+            total += (errors + wrong * j / size) / (taken + j)
+        taken, errors = taken + size, errors + wrong
+    return total / len(confidence)
+
+
+def coverage_at_risk(confidence: Sequence[float], correct: Sequence[bool], risk: float) -> float:
+    """The largest coverage a confidence threshold reaches with an error rate at most `risk` (0 if none does)."""
+    return max((c for c, r in risk_coverage(confidence, correct) if r <= risk + 1e-12), default=0.0)
+
+
+def reliability(confidence: Sequence[float], correct: Sequence[bool], bins: int = BINS) -> list[dict[str, Any]]:
+    """Per equal-width confidence bin: its bounds, count, mean confidence and accuracy (None when empty)."""
+    members: list[list[int]] = [[] for _ in range(bins)]
+    for i, value in enumerate(confidence):
+        clamped = min(max(value, 0.0), 1.0)
+        members[min(int(math.floor(round(clamped * bins, 9))), bins - 1)].append(i)
+    table = []
+    for b, inside in enumerate(members):
+        table.append({"low": b / bins, "high": (b + 1) / bins, "count": len(inside),
+                      "mean_confidence": sum(confidence[i] for i in inside) / len(inside) if inside else None,
+                      "accuracy": sum(1 for i in inside if correct[i]) / len(inside) if inside else None})
+    return table
+
+
+def ece(confidence: Sequence[float], correct: Sequence[bool], bins: int = BINS) -> float | None:
+    """Expected calibration error over equal-width bins."""
+    if not confidence:
+        return None
+    return sum(row["count"] / len(confidence) * abs(row["mean_confidence"] - row["accuracy"])
+               for row in reliability(confidence, correct, bins) if row["count"])  # fmt: skip
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear between the two nearest ranks (numpy's default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(math.floor(position))
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Every metric of one system's records (one per question)."""
+    rows = list(records)
+    answerable = [r for r in rows if not r["is_impossible"]]
+    impossible = [r for r in rows if r["is_impossible"]]
+    answered = [r for r in rows if r["answered"]]
+    confidence = [float(r["confidence"]) for r in rows]
+    correct = [bool(r["correct"]) for r in rows]
+    latency = [float(r["latency_ms"]) for r in rows]
+    cpu = [float(r["cpu_ms"]) for r in rows]
+    calls = sum(int(r["llm_calls"]) for r in rows)
+    tokens = sum(int(r["tokens"]) for r in rows)
+    return {
+        "questions": len(rows),
+        "answerable": len(answerable),
+        "unanswerable": len(impossible),
+        "answerable_accuracy": _share(sum(1 for r in answerable if r["correct"]), len(answerable)),
+        "unanswerable_answered": _share(sum(1 for r in impossible if r["answered"]), len(impossible)),
+        "abstained": _share(len(rows) - len(answered), len(rows)),
+        "precision_when_answered": _share(sum(1 for r in answered if r["correct"]), len(answered)),
+        "auroc": auroc(confidence, correct),
+        "aurc": aurc(confidence, correct),
+        "coverage_at_risk": {f"{risk:g}": coverage_at_risk(confidence, correct, risk) for risk in FIXED_RISKS},
+        "ece": ece(confidence, correct),
+        "latency_ms": {"p50": percentile(latency, 50), "p95": percentile(latency, 95)},
+        "cpu_ms": {"p50": percentile(cpu, 50), "p95": percentile(cpu, 95)},
+        "llm_calls": {"total": calls, "per_question": _share(calls, len(rows))},
+        "tokens": {"total": tokens, "per_question": _share(tokens, len(rows))},
+        "decisions": dict(Counter(str(r["decision"]) for r in rows)),
+        "errors": sum(1 for r in rows if r.get("error")),
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def compare(systems: dict[str, dict[str, Any]], system: str = "selfcrag", baseline: str = "plain") -> dict[str, Any]:
+    """selfcrag / plain ratios: unanswerable questions answered (the hallucination rate on SQuAD 2.0) and latency."""
+    if system not in systems or baseline not in systems:
+        return {}
+    ours, theirs = systems[system], systems[baseline]
+    return {
+        "unanswerable_answered": _ratio(ours["unanswerable_answered"], theirs["unanswerable_answered"]),
+        "latency_p50": _ratio(ours["latency_ms"]["p50"], theirs["latency_ms"]["p50"]),
+        "latency_p95": _ratio(ours["latency_ms"]["p95"], theirs["latency_ms"]["p95"]),
+        "cpu_p50": _ratio(ours["cpu_ms"]["p50"], theirs["cpu_ms"]["p50"]),
+    }
+
+
+def by_system(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by their `system`, in the order systems first appear."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        grouped.setdefault(record["system"], []).append(record)
+    return grouped
+
+
+def metrics(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json: per system every metric, and the selfcrag/plain ratios."""
+    systems = {name: summarise(rows) for name, rows in by_system(records).items()}
+    return {"systems": systems, "ratios": compare(systems)}

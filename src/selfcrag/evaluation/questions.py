@@ -1,0 +1,81 @@
+"""Question files and answer matching.
+
+A question file is JSONL with `id`, `question`, `answers` (acceptable answer strings; may be empty when the
+question is unanswerable) and `is_impossible`, as in shared/datasets; `context_title` is kept when present so the
+calibration work can group questions by article. Bad lines end the command with one line naming file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+_PUNCTUATION = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+class QuestionFileError(ValueError):
+    """A question file that cannot be read: one line for the user."""
+
+
+def normalise(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def contains_gold(answer: str, golds: list[str]) -> bool:
+    """The answer contains a gold answer as whole words after normalisation. Whole words, because a short gold
+    such as "yes" or "pol" would otherwise match inside "eyes" or "policy"."""
+    shown = f" {normalise(answer)} "
+    return any(gold and f" {gold} " in shown for gold in (normalise(g) for g in golds))
+
+
+def _record(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise QuestionFileError(f"{where}: expected a JSON object")
+    question = raw.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionFileError(f"{where}: missing 'question'")
+    answers = raw.get("answers", [])
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise QuestionFileError(f"{where}: 'answers' must be a list of strings")
+    impossible = raw.get("is_impossible", not answers)
+    if not isinstance(impossible, bool):
+        raise QuestionFileError(f"{where}: 'is_impossible' must be true or false")
+    if not impossible and not answers:
+        raise QuestionFileError(f"{where}: an answerable question needs at least one of 'answers'")
+    return {"id": str(raw.get("id") or where), "question": question.strip(), "answers": answers,
+            "is_impossible": impossible, "group": str(raw.get("context_title") or "")}
+
+
+def load_questions(path: str | Path, limit: int = 0) -> list[dict[str, Any]]:
+    """The questions of a JSONL file (the first `limit` when > 0); one-line QuestionFileError on bad input."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QuestionFileError(f"cannot read questions from {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    questions: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path.name}:{number}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            raise QuestionFileError(f"{where}: invalid JSON") from None
+        question = _record(raw, where)
+        if question["id"] in seen:
+            raise QuestionFileError(f"{where}: duplicate id {question['id']!r}")
+        seen.add(question["id"])
+        questions.append(question)
+        if limit and len(questions) >= limit:
+            break
+    if not questions:
+        raise QuestionFileError(f"{path} holds no questions")
+    return questions

@@ -1,0 +1,151 @@
+"""report.html: the systems side by side in one self-contained page (metrics table, who wins each row, plots).
+
+The page is built from small pieces (`page`, `figure_section`) that a monitoring dashboard can reuse with its own
+tables and the figures of `plots.py`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from selfcrag.evaluation import plots
+from selfcrag.evaluation.metrics import FIXED_RISKS, by_system, reliability, risk_coverage
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #222; line-height: 1.4; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.win { font-weight: bold; background: #e8f4e8; }
+.plots { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; } figcaption { font-size: 0.9em; color: #555; max-width: 600px; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _number(digits: int) -> Callable[[float | None], str]:
+    return lambda value: "—" if value is None else f"{value:,.{digits}f}"
+
+
+# (label, how to read it from a system's metrics, format, better: "higher" | "lower" | "" for no winner)
+Row = tuple[str, Callable[[dict[str, Any]], Any], Callable[[Any], str], str]
+ROWS: list[Row] = [
+    ("questions", lambda m: m["questions"], _number(0), ""),
+    ("answerable accuracy", lambda m: m["answerable_accuracy"], _share, "higher"),
+    ("unanswerable answered", lambda m: m["unanswerable_answered"], _share, "lower"),
+    ("abstained (not a goal in itself)", lambda m: m["abstained"], _share, ""),
+    ("precision when answered", lambda m: m["precision_when_answered"], _share, "higher"),
+    ("AUROC of confidence (correct shown answer)", lambda m: m["auroc"], _number(3), "higher"),
+    ("AURC (area under risk-coverage)", lambda m: m["aurc"], _number(3), "lower"),
+    *[(f"coverage at risk {risk:g}", (lambda m, r=risk: m["coverage_at_risk"][f"{r:g}"]), _share, "higher")
+      for risk in FIXED_RISKS],
+    ("ECE (10 bins)", lambda m: m["ece"], _number(3), "lower"),
+    ("latency p50 (ms, wall)", lambda m: m["latency_ms"]["p50"], _number(0), "lower"),
+    ("latency p95 (ms, wall)", lambda m: m["latency_ms"]["p95"], _number(0), "lower"),
+    ("CPU p50 (ms)", lambda m: m["cpu_ms"]["p50"], _number(0), "lower"),
+    ("CPU p95 (ms)", lambda m: m["cpu_ms"]["p95"], _number(0), "lower"),
+    ("model calls per question", lambda m: m["llm_calls"]["per_question"], _number(2), "lower"),
+    ("tokens per question", lambda m: m["tokens"]["per_question"], _number(0), "lower"),
+    ("errors", lambda m: m["errors"], _number(0), "lower"),
+]
+
+
+def winner(values: dict[str, Any], better: str) -> str | None:
+    """The system with the best value of a row, or None for no direction, a missing value or a tie."""
+    known = {name: v for name, v in values.items() if v is not None}
+    if not better or len(known) < 2 or len(known) < len(values):
+        return None
+    best = max(known.values()) if better == "higher" else min(known.values())
+    leaders = [name for name, v in known.items() if abs(v - best) < 1e-9]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def metrics_table(systems: dict[str, dict[str, Any]]) -> str:
+    names = list(systems)
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names) + ("<th>better</th>" if len(names) > 1 else "")
+    lines = [f"<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>"]
+    for label, read, show, better in ROWS:
+        values = {n: read(systems[n]) for n in names}
+        best = winner(values, better)
+        cells = "".join(f"<td{' class=win' if n == best else ''}>{show(v)}</td>" for n, v in values.items())
+        verdict = (best or ("tie" if better else "")) if len(names) > 1 else None
+        lines.append(f"<tr><td>{html.escape(label)}</td>{cells}"
+                     + (f"<td>{html.escape(verdict)}</td>" if verdict is not None else "") + "</tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+def figure_section(title: str, uri: str, caption: str) -> str:
+    return (f'<figure><img src="{uri}" alt="{html.escape(title)}" width="600">'
+            f"<figcaption><b>{html.escape(title)}.</b> {html.escape(caption)}</figcaption></figure>")
+
+
+def page(title: str, sections: Sequence[str]) -> str:
+    body = "\n".join(sections)
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
+
+
+def figures(records: list[dict[str, Any]]) -> list[str]:
+    """The four plots of an evaluation, as figure sections."""
+    grouped = by_system(records)
+
+    def pairs(rows: list[dict[str, Any]]) -> tuple[list[float], list[bool]]:
+        return [float(r["confidence"]) for r in rows], [bool(r["correct"]) for r in rows]
+
+    drawn = [
+        ("Decision mix", plots.decision_mix({n: _counts(rows) for n, rows in grouped.items()}),
+         "What each system did with the questions."),
+        ("Risk-coverage", plots.risk_coverage({n: risk_coverage(*pairs(rows)) for n, rows in grouped.items()}),
+         "Answering the most confident questions first; lower is better at every coverage."),
+        ("Reliability", plots.reliability({n: reliability(*pairs(rows)) for n, rows in grouped.items()}),
+         "Share correct per confidence bin; a calibrated confidence lies on the diagonal."),
+        ("Latency", plots.latency({n: [float(r["latency_ms"]) for r in rows] for n, rows in grouped.items()}),
+         "Wall-clock time per question."),
+    ]
+    return [figure_section(title, plots.data_uri(figure), caption) for title, figure, caption in drawn]
+
+
+def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[str(row["decision"])] = counts.get(str(row["decision"]), 0) + 1
+    return counts
+
+
+def render(result: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    run = result.get("run", {})
+    facts = ", ".join(f"{k} {html.escape(str(v))}" for k, v in run.items() if v not in ("", None))
+    ratios = result.get("ratios") or {}
+    ratio_text = "; ".join(f"{k.replace('_', ' ')} {v:.2f}x" for k, v in ratios.items() if v is not None)
+    sections = [
+        f"<p class=note>{facts}</p>",
+        metrics_table(result["systems"]),
+        f"<p>selfcrag / plain: {html.escape(ratio_text)}</p>" if ratio_text else "",
+        "<p class=note>Correct = the question is answerable and the shown answer contains a gold answer (SQuAD "
+        "normalisation, whole words); an answer to an unanswerable question is wrong; an abstention shows "
+        "nothing. Plain RAG's confidence is its best retrieval score.</p>",
+        f"<div class=plots>{''.join(figures(records))}</div>",
+    ]
+    return page("selfcrag eval", sections)
+
+
+def write_report(path: Path, result: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    path.write_text(render(result, records), encoding="utf-8")
+
+
+def text_table(systems: dict[str, dict[str, Any]]) -> str:
+    """The metrics table as plain text, for the terminal."""
+    names = list(systems)
+    width = max(len(label) for label, *_ in ROWS)
+    lines = [f"{'metric':<{width}}" + "".join(f"{n:>12}" for n in names)]
+    for label, read, show, _ in ROWS:
+        lines.append(f"{label:<{width}}" + "".join(f"{show(read(systems[n])):>12}" for n in names))
+    return "\n".join(lines)

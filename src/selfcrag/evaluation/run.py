@@ -1,0 +1,163 @@
+"""Run selfcrag (and plain retrieve-then-generate) over a question set; write records, metrics and the report.
+
+Plain RAG is the baseline every curve is drawn against: the same retriever's top-k handed to the same generator
+(extractive offline, the chat model with the generation prompt on the model backend), no grading, no checks, no
+loops. Its confidence is its best retrieval score; it abstains only when the generator writes nothing. Both systems
+take their components from one bundle, so they differ only in what the graph adds.
+
+Each question runs selfcrag then plain, so both see the same machine load. A record is written (and flushed) as
+soon as it exists: an interrupted run keeps what it measured, and metrics and the report cover those questions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from selfcrag.components.backend import Components, auto_components
+from selfcrag.context import Context, resolve
+from selfcrag.evaluation.metrics import ANSWERED, metrics
+from selfcrag.evaluation.questions import contains_gold
+from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
+
+SYSTEMS = ("selfcrag", "plain")
+# Output keys a record already holds at its top level; `detail` keeps the rest of the output.
+TOP_LEVEL = frozenset({"answer", "decision", "confidence", "scores", "llm_calls", "tokens"})
+
+
+@dataclass
+class Systems:
+    """The graph and the plain pipeline over one set of components and one index."""
+
+    graph: Any
+    components: Components
+    settings: Context  # the operator's settings with the run's (domain, risk) applied
+    run_context: dict[str, Any]
+
+    @classmethod
+    def build(cls, operator: dict[str, Any], run_context: dict[str, Any]) -> Systems:
+        from selfcrag.graph import build_graph
+
+        components = auto_components()
+        # Evaluation measures what is shown without a person: a pending human review would show nothing.
+        run_context = {**run_context, "human_review": False}
+        graph = build_graph(components, settings=operator)
+        return cls(graph, components, resolve(run_context, Context.from_env(**operator)), run_context)
+
+    @property
+    def backend(self) -> str:
+        from selfcrag.components.llm.models import model_configured
+
+        if self.settings.backend != "auto":
+            return self.settings.backend
+        return "model" if model_configured() else "offline"
+
+    def warm_up(self, question: str) -> None:
+        """Load the embedder and the index before the clock starts, so the first question is not charged with it."""
+        self.components.retriever_for(self.settings).retrieve(question, self.settings)
+
+    def selfcrag(self, question: str) -> dict[str, Any]:
+        out = self.graph.invoke({"question": question}, context=self.run_context)
+        out.pop("messages", None)  # the chat copy of the answer
+        trace = out.pop("trace", []) or []
+        decision = out.get("decision", "abstain")
+        closing: dict[str, Any] = next((s for s in reversed(trace) if s.get("node") == "finalize"), {})
+        # Correctness is judged on the answer itself: a caveat names weak scores and missing terms, and for a
+        # comparison question those terms may be the very names the gold answer holds.
+        body = (closing.get("draft") or out.get("answer", "")) if decision in ANSWERED else ""
+        return {"answer": out.get("answer", ""), "judged": body, "decision": decision,
+                "confidence": float(out.get("confidence", 0.0)), "answered": decision in ANSWERED,
+                "llm_calls": int(out.get("llm_calls", 0)), "tokens": int(out.get("tokens", 0)),
+                "scores": out.get("scores", {}), "signals": graph_signals({**out, "trace": trace}),
+                "detail": {k: v for k, v in out.items() if k not in TOP_LEVEL},
+                "trace": trimmed_trace(trace)}  # fmt: skip
+
+    def plain(self, question: str) -> dict[str, Any]:
+        passages = self.components.retriever_for(self.settings).retrieve(question, self.settings)
+        strips = [{"id": p["id"], "doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
+                   "text": p["text"], "score": p["score"]} for p in passages]  # fmt: skip
+        draft = self.components.generator.generate(question, strips, self.settings)  # type: ignore[arg-type]
+        scores = [float(p["score"]) for p in passages]
+        return {"answer": draft.answer, "judged": draft.answer, "decision": "answer" if draft.answer else "abstain",
+                "confidence": max(scores, default=0.0), "answered": bool(draft.answer),
+                "llm_calls": draft.llm_calls, "tokens": draft.tokens,
+                "signals": {**retrieval_signals(scores), "citations": len(draft.citations),
+                            "model_faults": int(bool(draft.error))},
+                "detail": {"missing": draft.missing, "citations": draft.citations, "error": draft.error,
+                           "passages": [{"id": p["id"], "score": round(p["score"], 4)} for p in passages]}}  # fmt: skip
+
+
+def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[str, Any]) -> dict[str, Any]:
+    """One record: the system's answer judged against the gold answers, with wall and CPU time. A fault the
+    components did not absorb is recorded as an error (nothing shown) and the evaluation goes on."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        result = run(question["question"])
+        error = ""
+    except Exception as exc:  # noqa: BLE001 - one question's fault must not end a long evaluation
+        result = {"answer": "", "judged": "", "decision": "error", "confidence": 0.0, "answered": False,
+                  "llm_calls": 0, "tokens": 0, "signals": {}, "detail": {}}  # fmt: skip
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    latency_ms = 1000 * (time.perf_counter() - wall)
+    cpu_ms = 1000 * (time.process_time() - cpu)
+    judged = result.pop("judged")
+    correct = bool(result["answered"] and not question["is_impossible"] and contains_gold(judged, question["answers"]))
+    record = {"id": question["id"], "system": system, "question": question["question"], "group": question["group"],
+              "answers": question["answers"], "is_impossible": question["is_impossible"], **result,
+              "correct": correct, "latency_ms": round(latency_ms, 2), "cpu_ms": round(cpu_ms, 2)}  # fmt: skip
+    if error:
+        record["error"] = error
+    return record
+
+
+def evaluate(
+    questions: list[dict[str, Any]],
+    systems: Systems,
+    out_dir: Path,
+    *,
+    baseline: bool,
+    info: dict[str, Any],
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run every question through selfcrag (and plain), writing records.jsonl as it goes, then metrics.json and
+    report.html. Returns the metrics."""
+    from tqdm import tqdm
+
+    from selfcrag.evaluation.report import write_report
+
+    runs: list[tuple[str, Callable[[str], dict[str, Any]]]] = [("selfcrag", systems.selfcrag)]
+    if baseline:
+        runs.append(("plain", systems.plain))
+    records: list[dict[str, Any]] = []
+    started = time.time()
+    systems.warm_up(questions[0]["question"])
+    interrupted = False
+    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    with (out_dir / "records.jsonl").open("w", encoding="utf-8") as sink:
+        try:
+            for question in bar:
+                for name, run in runs:
+                    record = measure(name, run, question)
+                    records.append(record)
+                    sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                    sink.flush()
+                right = {n: sum(1 for r in records if r["system"] == n and r["correct"]) for n, _ in runs}
+                bar.set_postfix({f"{n} right": v for n, v in right.items()}, refresh=False)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+    result = metrics(records)
+    result["run"] = {**info, "backend": systems.backend, "domain": systems.settings.domain,
+                     "risk": systems.settings.risk, "questions": len({r["id"] for r in records}),
+                     "seconds": round(time.time() - started, 1), "interrupted": interrupted}  # fmt: skip
+    (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_report(out_dir / "report.html", result, records)
+    if interrupted:
+        raise KeyboardInterrupt
+    return result

@@ -1,0 +1,184 @@
+"""`selfcrag eval` as a user runs it: the real CLI in a subprocess over an index built by `selfcrag ingest` from the
+bundled sample, then the report page loaded in headless Chromium as a person would see it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.openai_server import OpenAIServer
+from support.replies import Plausible
+
+from selfcrag.evaluation.metrics import ANSWERED, metrics
+from selfcrag.evaluation.questions import contains_gold
+
+CLI = [sys.executable, "-m", "selfcrag.cli"]
+SAMPLE_KB = Path(__file__).resolve().parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
+SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "sample_questions.jsonl"
+PICKED = (0, 5, 8, 14, 18, 22, 26, 27, 28, 29)  # six answerable questions, then four the sample cannot answer
+RECORD_KEYS = {"id", "system", "question", "answer", "decision", "confidence", "correct", "answered", "is_impossible",
+               "latency_ms", "cpu_ms", "llm_calls", "tokens", "signals", "detail"}
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample questions in the datasets' format, and an index of the sample knowledge base."""
+    root = tmp_path_factory.mktemp("eval")
+    rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with (root / "questions.jsonl").open("w", encoding="utf-8") as sink:
+        for i in PICKED:
+            row = rows[i]
+            sink.write(json.dumps({"id": f"sample-{i}", "question": row["question"],
+                                   "answers": [row["answer"]] if row["answerable"] else [],
+                                   "is_impossible": not row["answerable"],
+                                   "context_title": row["doc_id"] or ""}) + "\n")  # fmt: skip
+    proc = run("ingest", str(SAMPLE_KB), "--index", str(root / "index"))
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def evaluated(workspace: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = workspace / "out"
+    proc = run("eval", str(workspace / "questions.jsonl"), "--index", str(workspace / "index"), "--baseline", "plain",
+               "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
+def test_records_and_metrics(evaluated):
+    out, proc = evaluated
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 2 * len(PICKED)
+    assert {r["system"] for r in records} == {"selfcrag", "plain"}
+    for r in records:
+        assert set(r) >= RECORD_KEYS, RECORD_KEYS - set(r)
+        assert "error" not in r, r["error"]
+        assert r["answered"] == (r["decision"] in ANSWERED)
+        # y of the notes: only an answer shown to an answerable question can be right.
+        if r["is_impossible"] or not r["answered"]:
+            assert r["correct"] is False
+        if r["system"] == "plain":
+            shown_right = r["answered"] and not r["is_impossible"] and contains_gold(r["answer"], r["answers"])
+            assert r["correct"] == shown_right
+            assert r["confidence"] == max(r["signals"]["retrieval_top"], default=0.0)  # its best retrieval score
+        else:
+            assert {"context_relevance", "groundedness", "answer_relevance"} == set(r["scores"])
+            assert r["signals"]["retrieval_rounds"] >= 1 and r["trace"][0]["node"] == "prepare"
+            assert "messages" not in r["detail"]
+        assert r["latency_ms"] > 0 and r["cpu_ms"] >= 0
+    first = {r["system"]: r for r in records if r["id"] == "sample-0"}
+    assert first["selfcrag"]["correct"] and first["plain"]["correct"]  # "30 days from the date of delivery"
+
+    written = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert written["systems"] == json.loads(json.dumps(metrics(records)["systems"]))  # recomputed from the records
+    assert written["run"]["backend"] == "offline" and written["run"]["questions"] == len(PICKED)
+    for name in ("selfcrag", "plain"):
+        summary = written["systems"][name]
+        assert (summary["answerable"], summary["unanswerable"]) == (6, 4)
+        assert {"auroc", "aurc", "ece", "coverage_at_risk", "latency_ms", "cpu_ms", "precision_when_answered"} <= set(
+            summary)
+    assert set(written["ratios"]) == {"unanswerable_answered", "latency_p50", "latency_p95", "cpu_p50"}
+    assert "answerable accuracy" in proc.stdout and "selfcrag" in proc.stdout
+    assert re.search(r"eval: 100%.*10/10", proc.stderr), proc.stderr[-500:]  # the progress bar, with its rate
+
+
+def _chromium() -> str | None:
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome")
+                 if (found := shutil.which(name))), None)  # fmt: skip
+
+
+PROBE = """<script>
+window.addEventListener("load", async () => {
+  const images = [...document.images];
+  await Promise.allSettled(images.map((img) => img.decode()));
+  document.body.dataset.decoded = images.filter((img) => img.complete && img.naturalWidth > 0).length;
+});
+</script></body>"""
+
+
+def test_report_renders_in_a_headless_browser(evaluated, tmp_path: Path):
+    out, _ = evaluated
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count('<img src="data:image/png;base64,') == 4  # one file: every plot inline
+    assert "<td class=win>" in page  # who wins each row
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium binary on this machine (.ci/run installs it): the page was not rendered")
+    flags = ["--headless", "--disable-gpu", "--window-size=1280,2000", *(["--no-sandbox"] if os.geteuid() == 0 else [])]
+    probe = tmp_path / "probe.html"  # the report plus a script that counts images the browser decoded
+    probe.write_text(page.replace("</body>", PROBE), encoding="utf-8")
+    dom = subprocess.run([browser, *flags, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert 'data-decoded="4"' in dom.stdout, dom.stderr[-1000:]
+    assert dom.stdout.count("<img") == 4 and "answerable accuracy" in dom.stdout
+
+    shot = tmp_path / "report.png"
+    proc = subprocess.run([browser, *flags, f"--screenshot={shot}", (out / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert shot.is_file(), proc.stderr[-1000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1280, 2000)
+    # A blank page of this size compresses to a few kilobytes; text, a table and four plots do not.
+    assert len(data) > 60_000, len(data)
+
+
+def test_model_backend_runs_both_systems_on_the_model(workspace: Path):
+    """Both systems take the model backend's components: plain asks the same chat model with the generation prompt."""
+    out = workspace / "model-out"
+    with OpenAIServer(Plausible().responder()) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
+        proc = run("eval", str(workspace / "questions.jsonl"), "--index", str(workspace / "index"), "--baseline",
+                   "plain", "--limit", "2", "--out", str(out), env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert written["run"]["backend"] == "model"
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    plain = [r for r in records if r["system"] == "plain"]
+    ours = [r for r in records if r["system"] == "selfcrag"]
+    assert [r["llm_calls"] for r in plain] == [1, 1] and all(r["tokens"] > 0 for r in plain)
+    assert all(r["llm_calls"] > 1 for r in ours)  # graders and checks on top of the generation
+    assert sum(r["llm_calls"] for r in records) == len(server.requests)
+
+
+def test_bad_input_is_one_line(workspace: Path, tmp_path: Path):
+    questions, index = str(workspace / "questions.jsonl"), str(workspace / "index")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "question": "Q?", "answers": ["a"], "is_impossible": false}\n{oops}\n')
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "records.jsonl").write_text("{}\n")
+    cases = [
+        (("eval", str(bad), "--index", index), "bad.jsonl:2: invalid JSON"),
+        (("eval", questions, "--index", str(tmp_path / "none")), "no index"),
+        (("eval", questions, "--index", index, "--out", str(taken)), "already holds an evaluation"),
+        (("eval", questions, "--index", index, "--limit", "-1"), "--limit"),
+    ]
+    for args, message in cases:
+        proc = run(*args)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert (taken / "records.jsonl").read_text() == "{}\n"  # an earlier evaluation is never overwritten
+
+
+def test_without_the_eval_extra_says_what_to_install(workspace: Path, tmp_path: Path):
+    # A matplotlib that cannot be imported, as on an install without the extra.
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = run("eval", str(workspace / "questions.jsonl"), "--index", str(workspace / "index"), env=env)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        "selfcrag: error: selfcrag eval needs matplotlib and tqdm: pip install 'selfcrag[eval]'"]

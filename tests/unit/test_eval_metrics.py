@@ -1,0 +1,148 @@
+"""The evaluation's pure functions on examples small enough to compute by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selfcrag.evaluation import metrics as m
+from selfcrag.evaluation.questions import QuestionFileError, contains_gold, load_questions
+from selfcrag.evaluation.report import winner
+
+# Four questions, two right: 0.9 right, 0.8 right, 0.8 wrong (a tie across classes), 0.3 wrong.
+CONFIDENCE = [0.9, 0.8, 0.8, 0.3]
+CORRECT = [True, True, False, False]
+
+
+def test_auroc_counts_a_tie_as_half():
+    # Pairs (right, wrong): 0.9>0.8, 0.9>0.3, 0.8=0.8 (half), 0.8>0.3 -> 3.5 of 4.
+    assert m.auroc(CONFIDENCE, CORRECT) == pytest.approx(0.875)
+
+
+def test_auroc_extremes_and_undefined():
+    assert m.auroc([0.1, 0.9], [False, True]) == 1.0
+    assert m.auroc([0.9, 0.1], [False, True]) == 0.0
+    assert m.auroc([0.5, 0.5, 0.5], [True, False, False]) == 0.5
+    assert m.auroc([0.2, 0.7], [False, False]) is None  # no right answer: no ranking to judge
+
+
+def test_risk_coverage_takes_a_tie_whole():
+    assert m.risk_coverage(CONFIDENCE, CORRECT) == [(0.25, 0.0), (0.75, pytest.approx(1 / 3)), (1.0, 0.5)]
+
+
+def test_aurc_spreads_a_tie_evenly():
+    # k=1: 0; k=2: half the tie's one error over 2 = 0.25; k=3: 1/3; k=4: 2/4.
+    assert m.aurc(CONFIDENCE, CORRECT) == pytest.approx((0 + 0.25 + 1 / 3 + 0.5) / 4)
+    assert m.aurc([], []) is None
+
+
+def test_coverage_at_risk():
+    assert m.coverage_at_risk(CONFIDENCE, CORRECT, 0.0) == 0.25
+    assert m.coverage_at_risk(CONFIDENCE, CORRECT, 0.2) == 0.25
+    assert m.coverage_at_risk(CONFIDENCE, CORRECT, 0.4) == 0.75
+    assert m.coverage_at_risk(CONFIDENCE, CORRECT, 0.5) == 1.0
+    assert m.coverage_at_risk([0.9, 0.5], [False, True], 0.1) == 0.0  # the most confident answer is wrong
+
+
+def test_ece_by_hand():
+    # Bin 9: 0.95 and 0.9, mean 0.925, accuracy 0.5 -> 0.425 x 2/4; bin 1: 0.15 vs 0 -> 0.15 x 1/4;
+    # bin 3: 0.35 vs 1 -> 0.65 x 1/4.
+    assert m.ece([0.95, 0.9, 0.15, 0.35], [True, False, False, True]) == pytest.approx(0.2125 + 0.0375 + 0.1625)
+
+
+def test_reliability_bin_edges():
+    table = m.reliability([0.0, 0.7, 1.0, 0.69999], [True, True, False, False])
+    assert [row["count"] for row in table] == [1, 0, 0, 0, 0, 0, 1, 1, 0, 1]
+    assert table[9]["mean_confidence"] == 1.0 and table[9]["accuracy"] == 0.0
+    assert table[1]["accuracy"] is None
+
+
+def test_percentile_interpolates():
+    assert m.percentile([40, 10, 30, 20], 50) == 25
+    assert m.percentile([10, 20, 30, 40], 95) == pytest.approx(38.5)
+    assert m.percentile([7], 95) == 7
+    assert m.percentile([], 50) is None
+
+
+def record(system: str, impossible: bool, answered: bool, correct: bool, confidence: float, ms: float = 10.0,
+           calls: int = 0) -> dict:
+    return {"system": system, "is_impossible": impossible, "answered": answered, "correct": correct,
+            "confidence": confidence, "decision": "answer" if answered else "abstain", "latency_ms": ms,
+            "cpu_ms": ms / 2, "llm_calls": calls, "tokens": 10 * calls}
+
+
+def test_an_all_abstain_system():
+    rows = [record("selfcrag", impossible, False, False, 0.2) for impossible in (False, False, True, True)]
+    summary = m.summarise(rows)
+    assert summary["answerable_accuracy"] == 0.0
+    assert summary["unanswerable_answered"] == 0.0
+    assert summary["abstained"] == 1.0
+    assert summary["precision_when_answered"] is None  # nothing shown, nothing to be precise about
+    assert summary["auroc"] is None
+    assert summary["aurc"] == 1.0  # taken by its confidence, every question is a miss
+    assert set(summary["coverage_at_risk"].values()) == {0.0}
+    assert summary["ece"] == pytest.approx(0.2)
+    assert summary["decisions"] == {"abstain": 4}
+
+
+def test_summary_and_ratios():
+    rows = [
+        record("selfcrag", False, True, True, 0.9, ms=100, calls=2),
+        record("selfcrag", True, True, False, 0.4, ms=300, calls=4),
+        record("selfcrag", True, False, False, 0.1, ms=200, calls=2),
+        record("plain", False, True, True, 0.8, ms=50, calls=1),
+        record("plain", True, True, False, 0.7, ms=50, calls=1),
+        record("plain", True, True, False, 0.9, ms=50, calls=1),
+    ]
+    result = m.metrics(rows)
+    ours, theirs = result["systems"]["selfcrag"], result["systems"]["plain"]
+    assert ours["unanswerable_answered"] == 0.5 and theirs["unanswerable_answered"] == 1.0
+    assert ours["precision_when_answered"] == 0.5 and theirs["precision_when_answered"] == pytest.approx(1 / 3)
+    assert ours["auroc"] == 1.0 and theirs["auroc"] == 0.5
+    assert ours["llm_calls"] == {"total": 8, "per_question": pytest.approx(8 / 3)}
+    assert ours["latency_ms"]["p50"] == 200
+    assert result["ratios"]["unanswerable_answered"] == 0.5
+    assert result["ratios"]["latency_p50"] == 4.0
+    assert m.metrics([r for r in rows if r["system"] == "selfcrag"])["ratios"] == {}  # no baseline, no ratio
+
+
+def test_winner_of_a_row():
+    assert winner({"selfcrag": 0.9, "plain": 0.8}, "higher") == "selfcrag"
+    assert winner({"selfcrag": 0.9, "plain": 0.8}, "lower") == "plain"
+    assert winner({"selfcrag": 0.5, "plain": 0.5}, "lower") is None
+    assert winner({"selfcrag": None, "plain": 0.5}, "higher") is None
+    assert winner({"selfcrag": 0.9, "plain": 0.8}, "") is None
+
+
+def test_contains_gold_matches_whole_words_after_normalisation():
+    assert contains_gold("It was The Beatles, in 1962.", ["beatles"])
+    assert contains_gold("Return within 30 days.", ["30 days"])
+    assert not contains_gold("Her eyes were blue.", ["yes"])
+    assert not contains_gold("A policy change.", ["pol"])
+    assert not contains_gold("anything", [""])
+
+
+def test_question_file_errors_are_one_line(tmp_path: Path):
+    good = {"id": "a", "question": "Q?", "answers": ["x"], "is_impossible": False, "context_title": "T"}
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "id": "b", "answers": [], "is_impossible": True})
+                    + "\n", encoding="utf-8")
+    loaded = load_questions(path)
+    assert [q["id"] for q in loaded] == ["a", "b"] and loaded[0]["group"] == "T"
+    assert len(load_questions(path, limit=1)) == 1
+    cases = [
+        ("{not json}\n", "q.jsonl:1: invalid JSON"),
+        (json.dumps({"id": "a"}) + "\n", "q.jsonl:1: missing 'question'"),
+        (json.dumps({**good, "answers": []}) + "\n", "needs at least one of 'answers'"),
+        (json.dumps(good) + "\n" + json.dumps(good) + "\n", "q.jsonl:2: duplicate id 'a'"),
+        ("\n", "holds no questions"),
+    ]
+    for text, message in cases:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(QuestionFileError, match=message) as caught:
+            load_questions(path)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(QuestionFileError, match="cannot read questions"):
+        load_questions(tmp_path / "missing.jsonl")
