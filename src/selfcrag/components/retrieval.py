@@ -316,8 +316,11 @@ def _require_index(directory: str | Path) -> Path:
     path = Path(directory).expanduser()
     # A save killed between its two renames leaves the old index beside a missing directory: put it back.
     found = recover_directory(path, index_files.complete)
-    if found is None or not index_files.complete(found):
+    if found is None:
         raise _no_index(directory)
+    with reading(found):  # not while a concurrent save has it renamed away between its two renames
+        if not index_files.complete(found):
+            raise _no_index(directory)
     return found
 
 
@@ -522,15 +525,17 @@ def _one_line(exc: BaseException) -> str:
 def _check_replaceable(path: Path) -> None:
     """A save replaces the whole directory, so it must hold an index (or nothing): `--index docs/` by
     mistake must not swap the user's documents away."""
-    if path.exists() and not path.is_dir():
+    if path.is_file():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
-    if path.is_dir():
-        known = (*index_files.FILES, *TextVectors.FILES)
+    known = (*index_files.FILES, *TextVectors.FILES)
+    try:
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
-        if foreign:
-            raise IngestError(f"{path} holds files that are not an index's ({', '.join(foreign[:3])}"
-                              f"{', ...' if len(foreign) > 3 else ''}); saving replaces the whole directory, "
-                              f"so choose a new or empty one")
+    except FileNotFoundError:  # nothing there, or a concurrent save has it renamed away for an instant
+        return
+    if foreign:
+        raise IngestError(f"{path} holds files that are not an index's ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); saving replaces the whole directory, "
+                          f"so choose a new or empty one")
 
 
 # --- process-wide indexes ---------------------------------------------------------------------------
