@@ -52,11 +52,11 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 from support.openai_server import OpenAIServer, Reply, Request  # noqa: E402
 from support.replies import Plausible  # noqa: E402
+from support.shelf import Shelf  # noqa: E402
 from support.tavily_server import TavilyTestServer  # noqa: E402
 
 from selfcrag import build_graph, offline_components  # noqa: E402
 from selfcrag.components.backend import model_components  # noqa: E402
-from selfcrag.components.base import Passage  # noqa: E402
 from selfcrag.components.web_search import TavilyWebSearch  # noqa: E402
 from selfcrag.context import SettingsError  # noqa: E402
 from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError  # noqa: E402
@@ -68,25 +68,6 @@ BOUNDED = {"llm_timeout": 2.0, "run_timeout": 10.0}  # the operator's deadlines 
 CLEAR_ERRORS = (SettingsError, QuestionError, EmptyQuestionError)  # one-line errors that bad input deserves
 COLUMNS = ("crashes", "past_deadline", "budget_overruns", "count_mismatches", "lost_indexes", "stuck_threads",
            "leaked_keys", "instructions_obeyed")  # fmt: skip
-
-
-def passage(doc: str, text: str) -> Passage:
-    return Passage(id=f"{doc}#0", doc_id=doc, chunk_index=0, title=doc.title(), source=f"{doc}.md", text=text,
-                   score=0.8, origin="kb")  # fmt: skip
-
-
-SHELF = [
-    passage("returns", "Most items can be returned within 30 days of delivery. Refunds go to the original card."),
-    passage("electronics", "Electronics such as headphones have a shorter return window of 15 days."),
-    passage("shipping", "Standard shipping takes 3 to 5 business days."),
-]
-
-
-class Shelf:
-    """A retriever over fixed passages: the model cases exercise calls, not retrieval."""
-
-    def retrieve(self, query: str, settings: Any) -> list[Passage]:
-        return list(SHELF)
 
 
 @dataclass

@@ -15,11 +15,11 @@ import pytest
 from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
+from support.shelf import SHELF, Shelf
 from support.tavily_server import TavilyTestServer
 
 from selfcrag import build_graph, offline_components
 from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
 from selfcrag.components.llm.calls import MAX_TOKENS
 from selfcrag.components.web_search import TavilyWebSearch
 
@@ -27,23 +27,6 @@ QUESTION = "How many days do I have to return an item?"
 GENERATE = "You answer questions using only the evidence"
 GRADES, CHECK, ANSWER_GRADE = "Grade every passage", "statement by statement", "grade whether an answer"
 SLACK = 4.0  # seconds: a shared 2-core machine, thread start-up, the offline steps between calls
-
-
-def passage(doc: str, text: str) -> Passage:
-    return Passage(id=f"{doc}#0", doc_id=doc, chunk_index=0, title=doc.title(), source=f"{doc}.md", text=text,
-                   score=0.8, origin="kb")  # fmt: skip
-
-
-SHELF = [
-    passage("returns", "Most items can be returned within 30 days of delivery. Refunds go to the original card."),
-    passage("electronics", "Electronics such as headphones have a shorter return window of 15 days."),
-    passage("shipping", "Standard shipping takes 3 to 5 business days. Express shipping takes 1 to 2 days."),
-]
-
-
-class Shelf:
-    def retrieve(self, query, settings):  # noqa: ANN001, ANN201
-        return list(SHELF)
 
 
 @contextmanager
