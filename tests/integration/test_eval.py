@@ -99,10 +99,11 @@ def _chromium() -> str | None:
                  if (found := shutil.which(name))), None)  # fmt: skip
 
 
+# Counted synchronously in the load event (every inline image has loaded by then, and a broken one has no natural
+# width): an `await` here let --dump-dom run first on a busy machine, and the count was missing.
 PROBE = """<script>
-window.addEventListener("load", async () => {
+window.addEventListener("load", () => {
   const images = [...document.images];
-  await Promise.allSettled(images.map((img) => img.decode()));
   document.body.dataset.decoded = images.filter((img) => img.complete && img.naturalWidth > 0).length;
 });
 </script></body>"""
