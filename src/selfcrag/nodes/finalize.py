@@ -146,7 +146,9 @@ def make(components: Components):  # noqa: ANN201
             update |= {"answer": text, "citations": [], "missing": missing}
         update["decision"] = decision
         update["trace"] = [
-            {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores), "draft": draft}
+            # A held draft waits in the interrupt for the reviewer; the output (its trace included) never shows it.
+            {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
+             "draft": "" if decision == "human_review" else draft}
         ]
         runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
         # A case for human review ends in human_review, once a person has decided.
