@@ -151,8 +151,12 @@ def _request_only(structured: Any) -> Any:
     `with_structured_output` is `model.bind(...) | parser`; we parse the raw message ourselves (`_reply`)."""
     first = getattr(structured, "first", None)
     if first is None:  # some other shape: cannot be taken apart, so no structured request of this method
-        raise NotImplementedError(f"cannot separate {type(structured).__name__} from its parser")
+        raise MethodUnavailable(f"cannot separate {type(structured).__name__} from its parser")
     return first
+
+
+class MethodUnavailable(ValueError):
+    """This model's structured output cannot be used without LangChain's parser: the next method is tried."""
 
 
 def _rejected_method(error: BaseException) -> bool:
