@@ -132,8 +132,9 @@ def main() -> int:
     from selfcrag import Context, build_graph, offline_components
     from selfcrag.components import text
     from selfcrag.components.bm25 import BM25
+    from selfcrag.components.documents import chunk_documents, load_documents
     from selfcrag.components.embeddings import default_embedder
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, index_text, load_documents
+    from selfcrag.components.retrieval import HybridIndex, index_text
 
     records = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [(r["question"], r["doc_id"]) for r in records if r["answerable"]] + RETRIEVAL_ONLY

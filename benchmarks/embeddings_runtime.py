@@ -182,7 +182,8 @@ def main() -> int:
 
     from packaging.requirements import Requirement
 
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, index_text, load_documents
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.retrieval import HybridIndex, index_text
     from selfcrag.context import Context
 
     chunks = chunk_documents(load_documents([DATA / "dev_sample_corpus.jsonl"]))

@@ -283,7 +283,8 @@ class HashedWords:
 
 
 def small_index(tag: str, documents: int) -> Any:
-    from selfcrag.components.retrieval import HybridIndex, SourceDocument, chunk_documents
+    from selfcrag.components.documents import SourceDocument, chunk_documents
+    from selfcrag.components.retrieval import HybridIndex
 
     docs = [SourceDocument(f"{tag}-{i}", f"{tag} {i}", "matrix", f"Document {i} of the {tag} set. " * 20)
             for i in range(documents)]  # fmt: skip
@@ -291,7 +292,8 @@ def small_index(tag: str, documents: int) -> Any:
 
 
 def index_cases(kills: int) -> Iterator[Outcome]:
-    from selfcrag.components.retrieval import HybridIndex, IngestError
+    from selfcrag.components.documents import IngestError
+    from selfcrag.components.retrieval import HybridIndex
 
     work = Path(tempfile.mkdtemp(prefix="selfcrag-faults-index-"))
     draw = random.Random(7)
@@ -410,7 +412,8 @@ PLANTED = {
 
 
 def injection_cases() -> Iterator[Outcome]:
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.retrieval import HybridIndex
 
     folder = Path(tempfile.mkdtemp(prefix="selfcrag-faults-kb-"))
     (folder / "returns.md").write_text("# Returns\n\nMost items can be returned within 30 days of delivery.\n")

@@ -33,8 +33,9 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
+    from selfcrag.components.documents import chunk_documents, read_documents
     from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, read_documents
+    from selfcrag.components.retrieval import HybridIndex
 
     started = time.perf_counter()
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
@@ -130,9 +131,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from selfcrag import Context
+    from selfcrag.components.documents import chunk_documents, load_documents
     from selfcrag.components.embeddings import embedder_for
     from selfcrag.components.index_files import complete
-    from selfcrag.components.retrieval import HybridIndex, chunk_documents, load_documents, open_index
+    from selfcrag.components.retrieval import HybridIndex, open_index
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate
@@ -252,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
+    from selfcrag.components.documents import IngestError
     from selfcrag.components.embeddings import EmbeddingModelError
-    from selfcrag.components.retrieval import IngestError
 
     try:
         return int(args.run(args))

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selfcrag.components.retrieval import HybridIndex, SourceDocument, chunk_documents
+from selfcrag.components.documents import SourceDocument, chunk_documents
+from selfcrag.components.retrieval import HybridIndex
 from selfcrag.components.text import keyword_tokens
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]

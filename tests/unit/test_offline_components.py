@@ -381,7 +381,8 @@ class Recording:
 @pytest.fixture(scope="module")
 def help_center(embedder, tmp_path_factory):
     """The help center as an index with stored vectors, and the same index saved without them."""
-    from selfcrag.components.retrieval import HybridIndex, SourceDocument, chunk_documents
+    from selfcrag.components.documents import SourceDocument, chunk_documents
+    from selfcrag.components.retrieval import HybridIndex
 
     chunks = chunk_documents([SourceDocument(d, title, f"{d}.md", text) for d, (title, text) in DOCS.items()])
     root = tmp_path_factory.mktemp("help_center")

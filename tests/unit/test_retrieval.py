@@ -24,19 +24,15 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from selfcrag.components.bm25 import BM25
-from selfcrag.components.retrieval import (
-    HybridIndex,
+from selfcrag.components.documents import (
     IngestError,
-    LangChainRetriever,
     Skipped,
     SourceDocument,
     chunk_documents,
-    index_for,
     load_documents,
-    open_index,
     read_documents,
-    sample_index,
 )
+from selfcrag.components.retrieval import HybridIndex, LangChainRetriever, index_for, open_index, sample_index
 from selfcrag.components.text import keyword_tokens, split_sentences
 from selfcrag.context import Context
 

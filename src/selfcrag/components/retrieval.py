@@ -1,4 +1,4 @@
-"""The knowledge base: load documents, chunk them, and retrieve with FAISS + BM25 fused.
+"""The knowledge base: index chunks (documents.py reads and cuts them) and retrieve with FAISS + BM25 fused.
 
 Vectors find paraphrases ("money back" -> refunds); BM25 finds exact words and identifiers (`E1042`,
 `user_123`) that a small embedding model blurs. `HybridIndex` fuses both, gates out chunks unrelated to
@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import re
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -26,8 +25,9 @@ from selfcrag.components import index_files
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import BM25
+from selfcrag.components.documents import Chunk, IngestError, SourceDocument, chunk_documents, load_documents
 from selfcrag.components.embeddings import reads
-from selfcrag.components.text import TOKENIZER, approx_tokens, keyword_tokens, split_sentences
+from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
 from selfcrag.components.vector_store import TextVectors, embed_index, publish
 
@@ -37,260 +37,9 @@ if TYPE_CHECKING:
     from selfcrag.context import Context
 
 FORMAT_VERSION = 1
-TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
 _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
-_HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
-
-
-class IngestError(ValueError):
-    """Bad input to ingest or a missing/mismatched index; the message is one line for the user."""
-
-
-@dataclass(frozen=True)
-class SourceDocument:
-    doc_id: str
-    title: str
-    source: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Chunk:
-    id: str  # f"{doc_id}#{chunk_index}"
-    doc_id: str
-    chunk_index: int
-    title: str
-    source: str
-    text: str
-
-    def to_passage(self, score: float) -> Passage:
-        return Passage(
-            id=self.id, doc_id=self.doc_id, chunk_index=self.chunk_index, title=self.title,
-            source=self.source, text=self.text, score=score, origin="kb",
-        )
-
-
-# --- loading ----------------------------------------------------------------------------------------
-
-
-def _pdf_available() -> bool:
-    try:
-        import pypdf  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _read(path: Path) -> str:
-    try:
-        if path.suffix.lower() == ".pdf":
-            import pypdf
-
-            return "\n\n".join(page.extract_text() or "" for page in pypdf.PdfReader(path).pages)
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise IngestError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except Exception as exc:  # pypdf raises its own errors for broken PDFs
-        raise IngestError(f"{path}: cannot read PDF ({exc})") from None
-
-
-def _title(text: str, stem: str) -> str:
-    heading = _HEADING.search(text)
-    return heading.group(1) if heading else re.sub(r"[_-]+", " ", stem).strip() or stem
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An input ingest left out: a JSONL record (`line` > 0) or a whole file, and why."""
-
-    file: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}" if self.line else f"{self.file}: {self.reason}"
-
-
-@dataclass
-class LoadedDocuments:
-    documents: list[SourceDocument]
-    skipped: list[Skipped]
-
-
-class _Collector:
-    """Documents in input order, with what was skipped; `strict` turns the first skip into the error."""
-
-    def __init__(self, strict: bool) -> None:
-        self.strict = strict
-        self.documents: list[SourceDocument] = []
-        self.skipped: list[Skipped] = []
-        self._owners: dict[str, tuple[str, int]] = {}  # doc id -> the file and line it came from
-
-    def skip(self, file: Path | str, line: int, reason: str) -> None:
-        problem = Skipped(str(file), line, reason)
-        if self.strict:
-            raise IngestError(str(problem))
-        self.skipped.append(problem)
-
-    def add(self, doc: SourceDocument, file: Path, line: int = 0) -> None:
-        # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
-        if doc.doc_id in self._owners:
-            first_file, first_line = self._owners[doc.doc_id]
-            first = (f"line {first_line}" if first_file == str(file) else
-                     f"{first_file}:{first_line}" if first_line else first_file)
-            self.skip(file, line, f"duplicate id {doc.doc_id!r} (first on {first})")
-            return
-        self._owners[doc.doc_id] = (str(file), line)
-        self.documents.append(doc)
-
-    def file(self, path: Path, doc_id: str, source: str) -> None:
-        try:
-            text = _read(path)
-        except IngestError as exc:
-            if self.strict:
-                raise
-            self.skipped.append(Skipped(str(path), 0, str(exc).removeprefix(f"{path}: ")))
-            return
-        if text.strip():  # an empty file adds nothing; an all-empty input is reported by read_documents
-            self.add(SourceDocument(doc_id=doc_id, title=_title(text, path.stem), source=source, text=text), path)
-
-
-def _folder_documents(root: Path, out: _Collector) -> None:
-    suffixes = TEXT_SUFFIXES + ((".pdf",) if _pdf_available() else ())
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.suffix.lower() not in suffixes or any(p.startswith(".") for p in rel.parts) or not path.is_file():
-            continue
-        out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
-
-
-def _jsonl_record(line: bytes) -> tuple[str, str, str]:
-    """(id, title, text) of one JSONL line, or ValueError saying what is wrong with it."""
-    try:
-        record = json.loads(line.decode("utf-8-sig"))  # utf-8-sig: a BOM before the first record is no error
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON ({exc.msg})") from None
-    if not isinstance(record, dict):
-        raise ValueError('expected a JSON object with "id" and "text"')
-    missing = [f'"{name}"' for name in ("id", "text") if record.get(name) is None]
-    if missing:
-        raise ValueError(f"missing {' and '.join(missing)}")
-    doc_id, text, title = record["id"], record["text"], record.get("title")
-    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or not isinstance(text, str):
-        raise ValueError('"id" must be a string or integer and "text" a string')
-    if title is not None and (isinstance(title, bool) or not isinstance(title, str | int | float)):
-        raise ValueError('"title" must be a string')
-    empty = [f'"{name}"' for name, value in (("id", str(doc_id)), ("text", text)) if not value.strip()]
-    if empty:
-        raise ValueError(f"empty {' and '.join(empty)}")
-    doc_id = str(doc_id).strip()
-    return doc_id, str(title or doc_id), text
-
-
-def _jsonl_documents(path: Path, out: _Collector) -> None:
-    # Bytes, line by line: only \n ends a record (str.splitlines would also cut at a U+2028 inside a text),
-    # and one line in another encoding costs that line, not the file.
-    try:
-        with path.open("rb") as lines:
-            for lineno, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    doc_id, title, text = _jsonl_record(line)
-                except ValueError as exc:
-                    out.skip(path, lineno, str(exc))
-                    continue
-                out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text), path, lineno)
-    except OSError as exc:
-        out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
-
-
-def read_documents(paths: Iterable[str | Path], strict: bool = False) -> LoadedDocuments:
-    """Documents from folders (recursive .md/.txt, .pdf with pypdf), single files and JSONL corpora, and the
-    inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text, wrong types, a
-    repeated id) or an unreadable file. One bad record in a million should not cost the other 999,999;
-    `strict` makes the first one an IngestError instead. A missing path, an unsupported file type or
-    an input with nothing usable left is always an error."""
-    paths = list(paths)
-    out = _Collector(strict)
-    for raw in paths:
-        path = Path(raw).expanduser()
-        suffix = path.suffix.lower()
-        if not path.exists():
-            raise IngestError(f"{raw}: no such file or directory")
-        if path.is_dir():
-            _folder_documents(path, out)
-        elif suffix == ".jsonl":
-            _jsonl_documents(path, out)
-        elif suffix in TEXT_SUFFIXES or (suffix == ".pdf" and _pdf_available()):
-            out.file(path, path.stem, path.name)
-        elif suffix == ".pdf":
-            raise IngestError(f"{raw}: reading PDF needs pypdf (pip install pypdf)")
-        else:
-            raise IngestError(f"{raw}: unsupported file type; use a folder, .md, .txt, .pdf or .jsonl")
-    if not out.documents:
-        where = ", ".join(map(str, paths)) or "no paths"
-        if out.skipped:
-            raise IngestError(f"no usable documents in {where}: {len(out.skipped)} skipped, the first: "
-                              f"{out.skipped[0]}")
-        raise IngestError(f"no documents found in {where}")
-    return LoadedDocuments(out.documents, out.skipped)
-
-
-def load_documents(paths: Iterable[str | Path]) -> list[SourceDocument]:
-    """`read_documents(paths, strict=True)`: the documents, or an IngestError at the first bad input."""
-    return read_documents(paths, strict=True).documents
-
-
-# --- chunking ---------------------------------------------------------------------------------------
-
-
-def _separators(text: str, sentences: list[str]) -> list[str]:
-    """The whitespace that stood before each sentence, so list items and paragraphs keep their line breaks."""
-    seps, pos = [], 0
-    for sentence in sentences:
-        at = text.find(sentence, pos)
-        gap = text[pos:at] if at >= 0 else " "
-        # Chinese sentences follow each other without a space: none is added.
-        seps.append("\n\n" if "\n\n" in gap else "\n" if "\n" in gap else " " if gap else "")
-        pos = at + len(sentence) if at >= 0 else pos
-    return seps
-
-
-def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
-    sentences = split_sentences(text)
-    seps = _separators(text, sentences)
-    groups: list[list[int]] = []
-    current: list[int] = []
-    for i, sentence in enumerate(sentences):
-        size = sum(approx_tokens(sentences[j]) for j in current)
-        if current and size + approx_tokens(sentence) > max_words:
-            groups.append(current)
-            # Repeat the last sentence(s) so a fact split across the boundary is whole in one chunk,
-            # but never the whole chunk again, and never past the size limit.
-            carry = current[-overlap:] if 0 < overlap < len(current) else []
-            if sum(approx_tokens(sentences[j]) for j in carry) + approx_tokens(sentence) > max_words:
-                carry = []
-            current = list(carry)
-        current.append(i)
-    if current:
-        groups.append(current)
-    return ["".join((seps[j] if n else "") + sentences[j] for n, j in enumerate(group)) for group in groups]
-
-
-def chunk_documents(docs: Iterable[SourceDocument], max_words: int = 180, overlap_sentences: int = 1) -> list[Chunk]:
-    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole)."""
-    chunks = []
-    for doc in docs:
-        for index, text in enumerate(_chunk_text(doc.text, max_words, overlap_sentences)):
-            chunks.append(Chunk(f"{doc.doc_id}#{index}", doc.doc_id, index, doc.title, doc.source, text))
-    return chunks
 
 
 # --- the hybrid index -------------------------------------------------------------------------------
