@@ -137,7 +137,9 @@ def evaluate(
     started = time.time()
     systems.warm_up(questions[0]["question"])
     interrupted = False
-    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    # A bar on a terminal only: in a log or CI its carriage returns would fill the file.
+    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not (progress and sys.stderr.isatty()),
+               dynamic_ncols=True)
     with (out_dir / "records.jsonl").open("w", encoding="utf-8") as sink:
         try:
             for question in bar:
