@@ -154,6 +154,9 @@ def evaluate(
             interrupted = True
         finally:
             bar.close()
+    if progress and bar.disable:  # off a terminal: one closing line instead of the bar
+        seconds, done = time.time() - started, len({r["id"] for r in records})  # a disabled bar counts nothing
+        print(f"eval: {done} questions in {seconds:.1f} s, {done / max(seconds, 1e-9):.2f} q/s", file=sys.stderr)
     result = metrics(records)
     result["run"] = {**info, "backend": systems.backend, "domain": systems.settings.domain,
                      "risk": systems.settings.risk, "questions": len({r["id"] for r in records}),
