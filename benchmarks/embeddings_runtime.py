@@ -26,6 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data_files import require  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 DATA = ROOT.parent / "shared" / "datasets" / "squad2"
@@ -174,6 +177,7 @@ def main() -> int:
     cli.add_argument("--texts", type=Path)
     cli.add_argument("--core", nargs="*", default=[])
     args = cli.parse_args()
+    require(DATA, "dev_sample_corpus.jsonl", "dev_sample_200.jsonl")
     if args.worker:
         worker(args.worker, args.texts, Path(args.out), args.core)
         return 0

@@ -28,6 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data_files import require  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -110,7 +113,8 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("sets", nargs="*", choices=ALL_SETS, default=list(DEFAULT_SETS), metavar="SET",
+    # No `choices`: with nargs="*" Python 3.11's argparse checks the empty list itself against them and refuses it.
+    cli.add_argument("sets", nargs="*", metavar="SET",
                      help=f"any of {', '.join(ALL_SETS)} (default: {' '.join(DEFAULT_SETS)})")
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     cli.add_argument("--per-class", type=int, default=100, help="questions per class of the drawn SQuAD splits")
@@ -118,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (timing runs)")
     cli.add_argument("--results", type=Path, default=RESULTS, help="where eval_<set>/ folders are written")
     args = cli.parse_args(argv)
+    args.sets = args.sets or list(DEFAULT_SETS)
+    if unknown := [name for name in args.sets if name not in ALL_SETS]:
+        cli.error(f"unknown set {unknown[0]!r}: choose from {', '.join(ALL_SETS)}")
+    splits = any(name.startswith("squad-") for name in args.sets)  # drawn from the official dev file
+    require(args.datasets, *(file for name in args.sets if name in FILES for file in FILES[name]),
+            *(("squad2/dev-v2.0.json", "squad2/dev_sample_200.jsonl") if splits else ()))
 
     from selfcrag.cli import main as selfcrag
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data_files import require  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
 from selfcrag.quality.injection import scan  # noqa: E402
@@ -42,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     args = parser.parse_args()
+    require(args.datasets, "squad2/dev_sample_corpus.jsonl", "halueval/qa_500_corpus.jsonl", "halueval/qa_500.jsonl")
     kb = sorted((ROOT / "src" / "selfcrag" / "data" / "sample_kb").rglob("*.md"))
     squad = load_jsonl(args.datasets / "squad2" / "dev_sample_corpus.jsonl")
     halu_corpus = load_jsonl(args.datasets / "halueval" / "qa_500_corpus.jsonl")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data_files import require  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, contains_gold, load_jsonl  # noqa: E402
 
 
@@ -172,6 +173,7 @@ def main() -> int:
     cli.add_argument("--limit", type=int, default=0, help="records per dataset (0 = all)")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "offline_components_check.json")
     args = cli.parse_args()
+    require(args.datasets, "halueval/qa_500.jsonl", "squad2/dev_sample_200.jsonl")
 
     from selfcrag.components.embeddings import default_embedder
     from selfcrag.context import Context

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data_files import require  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
 
@@ -134,6 +135,7 @@ def main() -> int:
     cli.add_argument("--no-compare", action="store_true", help="only the stored arm")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "question_cpu.json")
     args = cli.parse_args()
+    require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
 
     from selfcrag import Context, build_graph
     from selfcrag.components import embeddings

@@ -9,13 +9,20 @@ Importing is cheap: the embedding model and the index load on the first run.
 from __future__ import annotations
 
 import logging
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from selfcrag.components.backend import Components, model_components, offline_components
 from selfcrag.context import Context
 from selfcrag.graph import build_graph, graph
 
-__all__ = ["Components", "Context", "ask", "build_graph", "graph", "model_components", "offline_components"]
+__all__ = ["Components", "Context", "__version__", "ask", "build_graph", "graph", "model_components",
+           "offline_components"]
+
+try:  # one source of truth: pyproject.toml's version, as installed
+    __version__ = version("selfcrag")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def ask(

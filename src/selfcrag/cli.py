@@ -22,13 +22,17 @@ class CliError(Exception):
     """A user-facing error: printed as one line."""
 
 
+def _version() -> str:
+    from selfcrag import __version__
+
+    return __version__
+
+
 def _progress(done: int, total: int) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\rembedding [{'#' * filled}{'.' * (width - filled)}] {done}/{total} texts")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    """Embedding progress: a tqdm bar with rate and ETA on a terminal; one closing line otherwise (logs, CI)."""
+    from selfcrag.progress_bar import advance
+
+    advance("embedding", "texts", done, total)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -43,7 +47,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for skipped in loaded.skipped:  # one line each, so `grep`/`wc -l` work on them
         print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
     chunks = chunk_documents(loaded.documents)
-    index = HybridIndex.build(chunks, embedder, on_progress=_progress if sys.stderr.isatty() else None)
+    index = HybridIndex.build(chunks, embedder, on_progress=_progress)
     index.save(args.index)
     seconds = time.perf_counter() - started
     print(f"indexed {len(loaded.documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
@@ -125,9 +129,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
     try:
         import matplotlib  # noqa: F401
-        import tqdm  # noqa: F401
     except ImportError:
-        raise CliError("selfcrag eval needs matplotlib and tqdm: pip install 'selfcrag[eval]'") from None
+        raise CliError("selfcrag eval needs matplotlib: pip install 'selfcrag[eval]'") from None
     from pathlib import Path
 
     from selfcrag import Context
@@ -153,7 +156,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.corpus and not complete(index):
         documents = load_documents([args.corpus])
         chunks = chunk_documents(documents)
-        HybridIndex.build(chunks, embedder, on_progress=_progress if sys.stderr.isatty() else None).save(index)
+        HybridIndex.build(chunks, embedder, on_progress=_progress).save(index)
         print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
     elif args.corpus:
         print(f"{index} already holds an index: evaluating on it, --corpus not indexed again", file=sys.stderr)
@@ -195,6 +198,7 @@ def render(result: dict[str, Any], show_trace: bool = False) -> str:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="selfcrag", description="Self-corrective RAG on LangGraph.")
+    top.add_argument("--version", action="version", version=f"selfcrag {_version()}")
     sub = top.add_subparsers(dest="command", required=True)
 
     ingest = sub.add_parser("ingest", help="build an index from folders, .md/.txt files or a JSONL corpus")
@@ -213,10 +217,12 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the whole output as one JSON object")
     ask.add_argument("--trace", action="store_true", help="show the path the graph took and why")
     ask.add_argument("--embeddings", default="", help=embeddings_help)
+    # `choices` without the "" default: help and errors list the real values, not `''`.
     domains = ["general", "customer_service", "financial", "medical", "legal"]
-    ask.add_argument("--domain", default="", choices=["", *domains],
+    risks = ["low", "normal", "critical"]
+    ask.add_argument("--domain", default="", choices=domains, metavar="{" + ",".join(domains) + "}",
                      help="quality preset: how good evidence and answer must be before answering (default general)")
-    ask.add_argument("--risk", default="", choices=["", "low", "normal", "critical"],
+    ask.add_argument("--risk", default="", choices=risks, metavar="{" + ",".join(risks) + "}",
                      help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     ask.add_argument("--model", default="", help="answer with this chat model, as provider:model (e.g. "
                      "openai:gpt-4o-mini); needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
@@ -236,16 +242,28 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("questions", help="JSONL with id, question, answers, is_impossible (shared/datasets)")
     evaluate.add_argument("--index", required=True, help="index directory (built from --corpus when it has none)")
     evaluate.add_argument("--corpus", default="", help="JSONL corpus (id, title, text) to index into --index first")
-    evaluate.add_argument("--baseline", default="", choices=["", "plain"],
+    evaluate.add_argument("--baseline", default="", choices=["plain"],
                           help="also run plain retrieve-then-generate with the same retriever and generator")
     evaluate.add_argument("--out", default="", help="output directory (default eval-<timestamp>)")
-    evaluate.add_argument("--domain", default="", choices=["", *domains], help="quality preset (default general)")
-    evaluate.add_argument("--risk", default="", choices=["", "low", "normal", "critical"],
+    evaluate.add_argument("--domain", default="", choices=domains, metavar="{" + ",".join(domains) + "}",
+                          help="quality preset (default general)")
+    evaluate.add_argument("--risk", default="", choices=risks, metavar="{" + ",".join(risks) + "}",
                           help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
     evaluate.set_defaults(run=cmd_eval)
     return top
+
+
+def _load_env_file() -> None:
+    """`.env` in the current directory, the file `langgraph dev` reads through langgraph.json: one place for keys
+    and SELFCRAG_* settings whichever way the agent is started. A variable already set in the shell wins."""
+    from pathlib import Path
+
+    if Path(".env").is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(".env", override=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
+    _load_env_file()
     from selfcrag.components.documents import IngestError
     from selfcrag.components.embeddings import EmbeddingModelError
 

@@ -7,5 +7,5 @@
 - `plots.py`: matplotlib figures from plain numbers (reusable by a dashboard), embedded as inline PNG.
 - `report.py`: the one-file HTML page that puts the systems side by side.
 
-matplotlib and tqdm come with the `eval` extra; nothing here is imported by the agent itself.
+matplotlib comes with the `eval` extra; nothing here is imported by the agent itself.
 """

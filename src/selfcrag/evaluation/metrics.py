@@ -94,8 +94,8 @@ def ece(confidence: Sequence[float], correct: Sequence[bool], bins: int = BINS) 
     """Expected calibration error over equal-width bins."""
     if not confidence:
         return None
-    return sum(row["count"] / len(confidence) * abs(row["mean_confidence"] - row["accuracy"])
-               for row in reliability(confidence, correct, bins) if row["count"])  # fmt: skip
+    return float(sum(row["count"] / len(confidence) * abs(row["mean_confidence"] - row["accuracy"])
+                     for row in reliability(confidence, correct, bins) if row["count"]))  # fmt: skip
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

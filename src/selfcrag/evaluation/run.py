@@ -137,7 +137,9 @@ def evaluate(
     started = time.time()
     systems.warm_up(questions[0]["question"])
     interrupted = False
-    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    # A bar on a terminal only: in a log or CI its carriage returns would fill the file.
+    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not (progress and sys.stderr.isatty()),
+               dynamic_ncols=True)
     with (out_dir / "records.jsonl").open("w", encoding="utf-8") as sink:
         try:
             for question in bar:
@@ -152,6 +154,9 @@ def evaluate(
             interrupted = True
         finally:
             bar.close()
+    if progress and bar.disable:  # off a terminal: one closing line instead of the bar
+        seconds, done = time.time() - started, len({r["id"] for r in records})  # a disabled bar counts nothing
+        print(f"eval: {done} questions in {seconds:.1f} s, {done / max(seconds, 1e-9):.2f} q/s", file=sys.stderr)
     result = metrics(records)
     result["run"] = {**info, "backend": systems.backend, "domain": systems.settings.domain,
                      "risk": systems.settings.risk, "questions": len({r["id"] for r in records}),

@@ -75,5 +75,5 @@ def compress(strips: list[Strip], budget: int, mode: str = "local") -> list[Stri
             kept.append(strip)
             used += size
     if not kept and ranked:
-        kept = [Strip(**(ranked[0] | {"text": truncate(ranked[0]["text"], budget)}))]  # type: ignore[typeddict-item]
+        kept = [Strip(**(ranked[0] | {"text": truncate(ranked[0]["text"], budget)}))]
     return kept

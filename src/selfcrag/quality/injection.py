@@ -128,7 +128,7 @@ def clean_passages(passages: list[Passage]) -> tuple[list[Passage], list[Removed
         if not taken:
             clean.append(passage)
         elif text:
-            clean.append(Passage(**(passage | {"text": text, "title": title})))  # type: ignore[typeddict-item]
+            clean.append(Passage(**(passage | {"text": text, "title": title})))
     return clean, removed
 
 

@@ -11,6 +11,7 @@ English and Chinese. Each finding names what the question asks and what the answ
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,7 +76,7 @@ _PAIRS_ZH = """
 """
 
 
-def _opposites(pairs: str, key) -> dict[str, set[str]]:  # noqa: ANN001
+def _opposites(pairs: str, key: Callable[[str], str]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for pair in pairs.replace("\n", "").split("|"):
         a, b = (key(w) for w in pair.split())

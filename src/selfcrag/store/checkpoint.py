@@ -11,7 +11,7 @@ from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreEr
 from selfcrag.store.home import describe, sqlite_path
 
 
-def checkpointer(url: str | None = None) -> BaseCheckpointSaver:
+def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
     """The checkpointer for `url` (default: the configured database), one per process and database."""
     db = database(url)
     with LOCK:
@@ -22,10 +22,11 @@ def checkpointer(url: str | None = None) -> BaseCheckpointSaver:
                 raise
             except Exception as exc:
                 raise StoreError(f"cannot set up threads in {describe(db.url)}: {str(exc).splitlines()[0]}") from None
-    return db.saver
+    saver: BaseCheckpointSaver[str] = db.saver
+    return saver
 
 
-def _sqlite_saver(db: Database) -> BaseCheckpointSaver:
+def _sqlite_saver(db: Database) -> BaseCheckpointSaver[str]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     # One connection per process, shared by threads: SqliteSaver serialises its use with a lock.
@@ -36,7 +37,7 @@ def _sqlite_saver(db: Database) -> BaseCheckpointSaver:
     return saver
 
 
-def _postgres_saver(db: Database) -> BaseCheckpointSaver:
+def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
     except ImportError:

@@ -67,14 +67,16 @@ def chat_model(spec: str, *, temperature: float, timeout: float, base_url: str =
         return ChatOpenAI(model=name, temperature=temperature, timeout=timeout, max_retries=0, base_url=url,
                           api_key=SecretStr(key), stream_usage=True)  # fmt: skip
     try:
-        from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
+        from langchain.chat_models import init_chat_model
     except ImportError:
         try:
             from langchain_classic.chat_models import init_chat_model
         except ImportError as exc:
             raise ModelConfigError(f"provider {provider!r} needs `pip install langchain langchain-{provider}`") from exc
     try:
-        return init_chat_model(name, model_provider=provider, temperature=temperature, timeout=timeout, max_retries=0)
+        model: BaseChatModel = init_chat_model(name, model_provider=provider, temperature=temperature, timeout=timeout,
+                                               max_retries=0)  # fmt: skip
+        return model
     except (ImportError, ValueError) as exc:
         raise ModelConfigError(f"cannot build model {spec!r}: {exc}") from exc
 

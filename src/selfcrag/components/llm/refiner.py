@@ -95,7 +95,7 @@ class LLMRefiner:
         for strip in candidates:  # a candidate's score is still its passage's retrieval score
             covered, _ = coverage(terms, strip["text"])
             score = STRIP_SIM_WEIGHT * strip["score"] + (1 - STRIP_SIM_WEIGHT) * covered
-            scored.append(Strip(**{**strip, "score": round(score, 4)}))  # type: ignore[typeddict-item]
+            scored.append(Strip(**{**strip, "score": round(score, 4)}))
             if covered > 0:
                 on_topic.append(scored[-1])
         scored = on_topic or scored  # a strip with none of the question's terms is noise, unless all are so

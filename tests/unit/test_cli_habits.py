@@ -1,0 +1,64 @@
+"""Small CLI habits: a version, choices that read cleanly, progress that suits where it is written, `.env`."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import selfcrag
+from selfcrag import progress_bar
+from selfcrag.cli import main, parser
+
+CLI = [sys.executable, "-m", "selfcrag.cli"]
+
+
+def test_version_is_the_installed_distributions() -> None:
+    assert selfcrag.__version__ == version("selfcrag")
+    done = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"selfcrag {selfcrag.__version__}"
+
+
+@pytest.mark.parametrize("command", ["ask", "eval"])
+def test_choices_list_real_values(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args([command, "--help"])
+    shown = capsys.readouterr().out
+    assert "{general,customer_service,financial,medical,legal}" in shown
+    assert "''" not in shown
+
+
+def test_a_bad_choice_names_the_good_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["ask", "q", "--risk", "extreme"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "'extreme'" in error and "'low', 'normal', 'critical'" in error and "''" not in error
+
+
+def test_progress_off_a_terminal_is_one_closing_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = io.StringIO()  # not a TTY: a log file, CI
+    monkeypatch.setattr(sys, "stderr", sink)
+    for done in (0, 40, 80, 100):
+        progress_bar.advance("embedding", "texts", done, 100)
+    lines = sink.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("embedding: 100 texts in ") and "texts/s" in lines[0]
+    assert "\r" not in sink.getvalue()
+
+
+def test_env_file_fills_what_the_shell_left_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".env").write_text("SELFCRAG_TEST_FROM_FILE=file\nSELFCRAG_TEST_BOTH=file\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SELFCRAG_TEST_BOTH", "shell")
+    monkeypatch.delenv("SELFCRAG_TEST_FROM_FILE", raising=False)
+    try:
+        assert main(["monitor", "--since", "1h", "--json"]) in (0, 1)  # any command reads .env first
+        assert os.environ["SELFCRAG_TEST_FROM_FILE"] == "file"
+        assert os.environ["SELFCRAG_TEST_BOTH"] == "shell"
+    finally:
+        os.environ.pop("SELFCRAG_TEST_FROM_FILE", None)
