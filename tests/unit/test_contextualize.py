@@ -44,7 +44,8 @@ def test_chinese_follow_ups_are_detected(question: str):
     assert depends_on_thread(question, SHIPPING_ZH)
 
 
-@pytest.mark.parametrize("question", ["加急配送多少钱？", "还款要多久？", "错误代码 E1042 是什么意思？"])
+@pytest.mark.parametrize("question", ["加急配送多少钱？", "还款要多久？", "错误代码 E1042 是什么意思？",
+                                      "你们提供礼品包装服务吗？"])  # fmt: skip
 def test_chinese_questions_with_a_subject_stand_alone(question: str):
     assert depends_on_thread(question, SHIPPING_ZH) == ""
 

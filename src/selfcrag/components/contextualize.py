@@ -72,18 +72,21 @@ def subject_terms(question: str) -> list[str]:
     vocabulary = followup_words()
     own = question_terms(question)  # content words, without question verbs and the word after "how"
     named = key_terms(question)  # names, identifiers, numbers: a subject wherever they stand ("to Canada")
-    expect = False  # the next content word is a verb, or the noun of a word pointing back
+    expect = ""  # what the next content word is: "verb", or "referred" (the noun of a word pointing back)
     found: dict[str, str] = {}
     for word in _pieces(words(question)):
         if word in vocabulary.verb_follows or word in vocabulary.refers_back:
-            expect = True
+            expect = "verb" if word in vocabulary.verb_follows else "referred"
         elif word in STOPWORDS or word in QUESTION_WORDS:
             continue
         elif term(word) in named:
             found.setdefault(term(word), word)
-            expect = False
+            expect = ""
         elif expect:
-            expect = False
+            # A Chinese run holds the verb and its object (你们提供礼品包装服务): the first two characters are the verb.
+            if expect == "verb" and has_cjk(word) and len(word) > 3:
+                found.setdefault(word[2:], word[2:])
+            expect = ""
         elif term(word) in own or any(term(w) in own for w in _pairs(word)):
             found.setdefault(term(word), word)
     return list(found.values())
