@@ -1,13 +1,15 @@
 """The self-corrective RAG state machine (Corrective RAG + Self-RAG), and only that.
 
-    prepare -> retrieve -> grade_documents --correct/ambiguous--> refine --ambiguous--> web_search -> generate
-                                           --incorrect---------> rewrite_query --web--> web_search -> generate
-                                                                               --kb---> retrieve (repeat: finalize)
+    prepare -> contextualize -> retrieve -> grade_documents
+    grade_documents --correct/ambiguous--> refine --ambiguous--> web_search -> generate
+                    --incorrect---------> rewrite_query --web--> web_search -> generate
+                                                        --kb---> retrieve (repeat: finalize)
     generate -> (check_hallucination || grade_answer, concurrently) -> judge
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
     (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
+    (contextualize: a follow-up that leans on the conversation is rewritten to stand alone; others pass as asked)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
@@ -31,6 +33,7 @@ from selfcrag.context import Context, resolve
 from selfcrag.nodes import (
     bounded,
     check_hallucination,
+    contextualize,
     finalize,
     generate,
     grade_answer,
@@ -45,10 +48,10 @@ from selfcrag.nodes import (
 )
 from selfcrag.state import InputState, OutputState, State
 
-NODES = (prepare, retrieve, grade_documents, refine, web_search, generate, check_hallucination,
+NODES = (prepare, contextualize, retrieve, grade_documents, refine, web_search, generate, check_hallucination,
          grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
-MODEL_NODES = {"grade_documents", "refine", "web_search", "generate", "check_hallucination", "grade_answer",
-               "rewrite_query"}  # fmt: skip
+MODEL_NODES = {"contextualize", "grade_documents", "refine", "web_search", "generate", "check_hallucination",
+               "grade_answer", "rewrite_query"}  # fmt: skip
 
 
 def operator_settings(settings: Context | dict[str, Any] | None) -> Callable[[], Context]:
@@ -104,7 +107,8 @@ def build_graph(  # noqa: ANN201
         graph.add_node(name, _with_settings(bounded(made) if name in MODEL_NODES else made, base))
 
     graph.add_edge(START, "prepare")
-    graph.add_edge("prepare", "retrieve")
+    graph.add_edge("prepare", "contextualize")
+    graph.add_edge("contextualize", "retrieve")
 
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py

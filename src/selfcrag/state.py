@@ -1,7 +1,7 @@
 """Graph state. Input and output schemas are small and explicit so a parent graph's keys never clash.
 
 `typing_extensions.TypedDict` (not `typing`) because the LangGraph server needs it on Python 3.11 to
-publish the schemas.
+publish the schemas. The input schema is a pydantic model instead: see `InputState`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from selfcrag.components.base import Citation, Grade, Label, Passage, Strip
@@ -47,10 +48,16 @@ class Scores(TypedDict):
 Messages = Annotated[list[AnyMessage], add_messages]
 
 
-class InputState(TypedDict, total=False):
-    question: str
-    # When `question` is empty the last human message is the question.
-    messages: Messages
+class InputState(BaseModel):
+    """What a run takes: `question`, or chat `messages` whose last user message is the question; either may be
+    left out. A pydantic model with defaults, not a TypedDict, because that is the schema a tool is made from:
+    `graph.as_tool()` (langchain_core) takes a model input schema as the tool's arguments as it is, but turns
+    a TypedDict's keys into required arguments whatever its totality, so `{"question": ...}` failed for want of
+    `messages`. LangGraph writes only the keys a caller sends, and validates none: a question that is not text
+    still meets `prepare`'s one-line error."""
+
+    question: str = Field(default="", description="The question. Empty: the last user message in `messages`.")
+    messages: Messages = Field(default_factory=list, description="Chat history; the answer is appended to it.")
 
 
 class OutputState(TypedDict, total=False):
@@ -72,7 +79,9 @@ class OutputState(TypedDict, total=False):
     messages: Messages  # the input history plus the answer as an AI message (citations in additional_kwargs)
 
 
-class State(InputState, OutputState, total=False):
+class State(OutputState, total=False):
+    question: str  # the question every step answers: the user's, or its standalone form (`contextualize`)
+    asked: str  # the user's own words, when `contextualize` rewrote a follow-up into `question`; else ""
     query: str  # the current retrieval query (the question, then rewrites)
     web_query: str
     queries: list[str]  # every query retrieved with so far: a rewrite that repeats one ends the search

@@ -161,9 +161,9 @@ def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_r
     model = Plausible(relevant=lambda question, text: "Antarctica" in text)
     with served(model.responder()) as (server, llm):
         result = shelf_graph(llm, web=web).invoke({"question": "Do you ship to Antarctica?"})
-    assert nodes(result) == ["prepare", "retrieve", "grade_documents", "rewrite_query", "web_search", "generate",
-                             "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
-    assert result["trace"][2]["decision"] == "incorrect"
+    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "rewrite_query", "web_search",
+                             "generate", "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
+    assert result["trace"][3]["decision"] == "incorrect"
     assert web.queries == ["ship Antarctica"]  # the model's keyword query, not the question
     assert len(server.asking(GRADES)) == 2  # the knowledge-base passages, then the web results: one call each
     assert result["decision"] == "answer" and result["citations"][0]["doc_id"] == "web_polar"
@@ -174,7 +174,7 @@ def test_all_passages_incorrect_without_web_search_rewrites_and_retrieves_again_
     with served(Plausible(relevant=lambda question, text: False).responder()) as (server, llm):
         result = shelf_graph(llm, shelf).invoke({"question": "Do you ship to Antarctica?"},
                                                 context=Context(max_retrieval_rounds=2))  # fmt: skip
-    assert nodes(result) == ["prepare", "retrieve", "grade_documents", "rewrite_query", "retrieve",
+    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "rewrite_query", "retrieve",
                              "grade_documents", "finalize"]  # fmt: skip
     assert shelf.queries == ["Do you ship to Antarctica?", "Do you ship to Antarctica? details"]
     assert len(server.asking(REWRITE)) == 1 and not server.asking(GENERATE)
@@ -213,7 +213,7 @@ def test_k_passages_are_graded_in_one_call_or_in_k_concurrent_calls(mode, calls)
     assert len(grading) == calls
     assert sum(r.user.count("<passage ") for r in grading) == len(SHELF)
     assert not errors(result)
-    assert [g["label"] for g in result["trace"][2]["grades"]] == ["correct", "correct", "incorrect"]
+    assert [g["label"] for g in result["trace"][3]["grades"]] == ["correct", "correct", "incorrect"]
 
 
 def test_the_hallucination_check_and_the_answer_grade_run_concurrently():
@@ -305,7 +305,7 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
     with served(respond) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"},
                                          context=Context(max_retrieval_rounds=1))  # fmt: skip
-    grades = result["trace"][2]["grades"]
+    grades = result["trace"][3]["grades"]
     assert {g["label"] for g in grades} == {"ambiguous"}  # relevance fails open: the evidence stays in play
     assert all(g["reason"].startswith("grader failed: malformed reply") for g in grades)
     checks = [s for s in result["trace"] if s["node"] == "check_hallucination"]

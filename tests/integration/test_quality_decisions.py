@@ -97,7 +97,7 @@ def test_an_answer_that_contradicts_an_earlier_one_in_the_thread_is_named_and_le
     result = build_graph().invoke({"messages": history})
     [conflict] = result["contradictions"]
     assert conflict["earlier"] == "Items can be returned within 15 days."
-    assert "15 vs 30" in conflict["why"]
+    assert conflict["why"] == "different quantities: \"15 days\" earlier, \"30 days\" now"
     assert result["confidence"] < alone["confidence"]
     assert result["decision"] != "answer"  # never a plain answer that contradicts the thread
     if result["decision"] == "answer_with_caveat":

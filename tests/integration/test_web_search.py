@@ -61,8 +61,8 @@ def test_a_result_without_url_or_content_is_skipped(tavily):
 def test_web_results_are_graded_and_the_answer_cites_the_url(tavily):
     result = graph_for(tavily).invoke({"question": QUESTION})
 
-    assert [s["node"] for s in result["trace"]][:5] == [
-        "prepare", "retrieve", "grade_documents", "rewrite_query", "web_search"]  # fmt: skip
+    assert [s["node"] for s in result["trace"]][:6] == [
+        "prepare", "contextualize", "retrieve", "grade_documents", "rewrite_query", "web_search"]  # fmt: skip
     assert steps(result, "grade_documents")[0]["decision"] == "incorrect"
     (search,) = steps(result, "web_search")
     # Graded like retrieved passages: the penguin page is off topic and does not reach generation.

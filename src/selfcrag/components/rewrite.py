@@ -1,4 +1,5 @@
-"""Query rewriting without a model: keyword expansion for the knowledge base, a keyword query for the web.
+"""Query rewriting without a model: keyword expansion for the knowledge base, a keyword query for the web, and
+a follow-up question made standalone (`contextualize`, components/contextualize.py).
 
 A new retrieval round is only worth it if it can find something new, so the knowledge-base query adds
 terms the last query did not have: distinctive words of the best evidence so far (pseudo-relevance
@@ -11,7 +12,8 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from selfcrag.components.base import Embedder, Rewrite, Strip
+from selfcrag.components.base import Embedder, Rewrite, Strip, Turn
+from selfcrag.components.contextualize import carry_subject
 from selfcrag.components.offline_grading import join_pairs, question_terms
 from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, term, words
 from selfcrag.language import language_of
@@ -96,3 +98,7 @@ class KeywordRewriter:
         if not added:
             reason += " (no new terms found)"
         return Rewrite(query=new_query, reason=reason)
+
+    def contextualize(self, question: str, history: list[Turn], settings: Context) -> Rewrite:
+        """A follow-up made standalone: the earlier turns' subject terms carried in (components/contextualize.py)."""
+        return carry_subject(question, history)

@@ -57,7 +57,8 @@ def history_from(state: State) -> list[Turn]:
             turns.append(Turn(role="user", content=text))
         elif text and _is_ai_message(message):
             turns.append(Turn(role="assistant", content=text))
-    if turns and turns[-1]["role"] == "user" and turns[-1]["content"] == question_from(state):
+    # The question's own message: as sent, or as `contextualize` found it before making it stand alone (`asked`).
+    if turns and turns[-1]["role"] == "user" and turns[-1]["content"] in (question_from(state), state.get("asked")):
         turns.pop()
     return turns
 
@@ -97,6 +98,7 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
         web = settings.web_search and components.web.available
         return {
             "question": question,
+            "asked": "",
             "query": question,
             "web_query": "",
             "documents": [],

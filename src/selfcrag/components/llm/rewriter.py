@@ -1,6 +1,6 @@
 """Query rewriting on a model: a better knowledge-base query from the answer grader's feedback and the best
 evidence so far, or a short keyword query for web search. A failed call falls back to the offline keyword
-rewrite, so a rewrite always happens."""
+rewrite, so a rewrite always happens. `contextualize` makes a follow-up standalone (llm/contextualizer.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from selfcrag.components.base import Rewrite, Strip
+from selfcrag.components.base import Rewrite, Strip, Turn
+from selfcrag.components.llm.contextualizer import LLMContextualizer
 from selfcrag.components.llm.structured import ask
 from selfcrag.components.rewrite import WEB_MAX_WORDS, KeywordRewriter
 from selfcrag.prompts import grading as prompts
@@ -49,3 +50,7 @@ class LLMRewriter:
                            **usage)
         return Rewrite(query=text, reason=reply.value.reason if reply.value and reply.value.reason else "rewritten",
                        **usage)
+
+    def contextualize(self, question: str, history: list[Turn], settings: Context) -> Rewrite:
+        """A follow-up made standalone by one model call (components/llm/contextualizer.py)."""
+        return LLMContextualizer(self.models).contextualize(question, history, settings)

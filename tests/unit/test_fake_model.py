@@ -1,0 +1,62 @@
+"""selfcrag.testing.FakeChatModel: the model backend end to end in-process, on the bundled sample knowledge base."""
+
+from __future__ import annotations
+
+from selfcrag import build_graph
+from selfcrag.testing import FakeChatModel
+
+RETURNS = "How many days do I have to return an item?"
+
+
+def test_the_model_backend_answers_with_a_citation():
+    model = FakeChatModel()
+    result = build_graph(llm=model).invoke({"question": RETURNS})
+    assert result["decision"] == "answer" and "30 days" in result["answer"]
+    assert result["citations"][0]["doc_id"] == "returns_policy"
+    # One call per role, each parsed: no step degraded from a fault.
+    assert sorted(model.calls) == ["answer", "answer_grade", "groundedness", "relevance"]
+    assert result["llm_calls"] == 4 and not [s for s in result["trace"] if s.get("error")]
+
+
+def test_it_abstains_when_nothing_relevant_is_found():
+    model = FakeChatModel(relevant=lambda question, text: False)
+    result = build_graph(llm=model).invoke({"question": RETURNS}, context={"max_retrieval_rounds": 1})
+    assert result["decision"] == "abstain" and result["citations"] == []
+    assert "answer" not in model.calls  # nothing relevant: no generation
+    assert not [s for s in result["trace"] if s.get("error")]
+
+
+def test_a_scripted_unsupported_statement_is_regenerated_then_never_shown():
+    model = FakeChatModel(unsupported={"30 days"})
+    result = build_graph(llm=model).invoke({"question": RETURNS})
+    assert result["decision"] == "abstain" and result["citations"] == []
+    assert model.calls.count("answer") == 2  # regenerated once (max_generations), then given up
+
+
+def test_a_grader_fault_degrades_the_step_and_the_run_goes_on():
+    model = FakeChatModel(fail={"relevance"})
+    result = build_graph(llm=model).invoke({"question": RETURNS})
+    [grading] = [s for s in result["trace"] if s["node"] == "grade_documents"]
+    assert "FakeModelError" in grading["error"]  # relevance fails open: the passages stay in play
+    assert result["decision"] in ("answer", "answer_with_caveat") and "30 days" in result["answer"]
+
+
+def test_grading_one_passage_per_call_and_a_fixed_answer():
+    model = FakeChatModel(answer="Within 30 days of delivery [doc_1].")
+    result = build_graph(llm=model, settings={"grading": "parallel"}).invoke({"question": RETURNS})
+    assert model.calls.count("relevance") > 1 and result["answer"].startswith("Within 30 days of delivery")
+
+
+def test_the_readme_example_runs():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing your app", 1)[1]
+    [code] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    tests = [name for name in scope if name.startswith("test_")]
+    assert len(tests) == 3
+    for name in tests:
+        scope[name]()
