@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
 from selfcrag.components.vector_store import TextVectors, embed_index, publish
+from selfcrag.components.vector_store import key as text_key
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from selfcrag.context import Context
 
 FORMAT_VERSION = 1
+DOC_HASHES = "documents.json"  # each document's content hash, for `ingest --append` (ingest.py)
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
 _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
@@ -87,6 +91,8 @@ class HybridIndex:
         self._vectors = vectors  # faiss.IndexFlatIP
         self._bm25 = bm25
         self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
+        self.doc_hashes: dict[str, str] = {}  # doc id -> content hash, when ingest() built it (ingest.py)
+        self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
 
     def attach(self, store: TextVectors | None) -> HybridIndex:
         """Serve `store`'s vectors to the offline components while this index lives."""
@@ -217,6 +223,8 @@ class HybridIndex:
         def write(tmp: Path) -> None:
             index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest())
             TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
+            if self.doc_hashes:
+                (tmp / DOC_HASHES).write_text(json.dumps({"documents": self.doc_hashes}, ensure_ascii=False))
 
         replace_directory(path, write)
 
@@ -264,7 +272,49 @@ class HybridIndex:
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "
                               f"{rebuild}") from None
         index = cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
+        index.doc_hashes = _doc_hashes(path, {c.doc_id for c in chunks})
         return index.attach(TextVectors.load(path, embedder, int(vectors.d)))
+
+    def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Vectors this index already holds for some of `texts`: the stored text vectors (as embedded), else its
+        own search vectors of its chunks (normalised, as `build` would make them). What an append reuses."""
+        found = lookup_in(self.text_vectors, texts)
+        if self._rows is None:  # once: an append asks slice by slice
+            self._rows = {index_text(chunk): row for row, chunk in enumerate(self.chunks)}
+        for text in texts:
+            if text not in found and text in self._rows:
+                found[text] = self._vectors.reconstruct(self._rows[text])
+        return found
+
+    def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
+        """This index as a LangChain `BaseRetriever` of `k` Documents (metadata id, doc_id, chunk_index, title,
+        source, score); `settings` (default: the environment's) set the fusion weights and the gate."""
+        from selfcrag.components.langchain_objects import IndexRetriever
+
+        return IndexRetriever.of(self, k, settings)
+
+
+def lookup_in(store: TextVectors | None, texts: list[str]) -> dict[str, np.ndarray]:
+    if store is None:
+        return {}
+    found = {text: store.get(text_key(text)) for text in texts}
+    return {text: vector for text, vector in found.items() if vector is not None}
+
+
+def _doc_hashes(path: Path, doc_ids: set[str]) -> dict[str, str]:
+    """The documents' content hashes, or {} when there are none (an index not built by ingest) or they do not fit
+    this index. They only let an append skip unchanged documents, so a bad file costs a warning, not the index."""
+    try:
+        hashes = json.loads((path / DOC_HASHES).read_text(encoding="utf-8"))["documents"]
+        if not isinstance(hashes, dict) or set(hashes) != doc_ids or not all(isinstance(h, str) for h in
+                                                                             hashes.values()):
+            raise ValueError("its documents are not the index's")
+        return hashes
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logging.getLogger(__name__).warning("ignoring %s in %s (%s)", DOC_HASHES, path, exc)
+        return {}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -276,7 +326,7 @@ def _check_replaceable(path: Path) -> None:
     mistake must not swap the user's documents away."""
     if path.is_file():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
-    known = (*index_files.FILES, *TextVectors.FILES)
+    known = (*index_files.FILES, *TextVectors.FILES, DOC_HASHES)
     try:
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
     except FileNotFoundError:  # nothing there, or a concurrent save has it renamed away for an instant
