@@ -12,10 +12,16 @@ import logging
 from typing import Any
 
 from selfcrag.components.backend import Components, model_components, offline_components
+from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.context import Context
 from selfcrag.graph import build_graph, graph
 
-__all__ = ["Components", "Context", "ask", "build_graph", "graph", "model_components", "offline_components"]
+# Imported here, not lazily: the function shadows its module `selfcrag.ingest` as the package's attribute, and an
+# import of the module after this one leaves that attribute alone (use `from selfcrag.ingest import IngestReport`).
+from selfcrag.ingest import ingest
+
+__all__ = ["Components", "Context", "LocalEmbeddings", "ask", "build_graph", "graph", "ingest", "load_index",
+           "model_components", "offline_components"]
 
 
 def ask(
