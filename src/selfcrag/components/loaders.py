@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -29,6 +30,10 @@ _NEEDS = {".html": ("bs4", "beautifulsoup4"), ".htm": ("bs4", "beautifulsoup4"),
           ".docx": ("docx2txt", "docx2txt")}  # fmt: skip
 # Elements whose content is never visible text.
 _INVISIBLE = ("script", "style", "noscript", "template", "svg", "head")
+# Elements that start a new line of text (HTML's block elements, and line breaks).
+_BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "tr", "pre", "blockquote",
+           "section", "article", "header", "footer", "aside", "nav", "main", "table", "ul", "ol", "dl", "figcaption",
+           "hr", "address", "details", "summary")
 # Files a folder may hold that are nobody's document: OS thumbnails and folder settings.
 _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
 
@@ -96,7 +101,13 @@ def _html(path: Path) -> list[Part]:
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for element in soup(_INVISIBLE):
         element.decompose()
-    lines = (" ".join(line.split()) for line in soup.get_text("\n").splitlines())
+    # A line break in the source is a space; a block element (paragraph, heading, list item, row) is a line.
+    for node in soup.find_all(string=True):
+        node.replace_with(re.sub(r"\s+", " ", node))  # keeps the space around an inline element: "costs <b>12"
+    for element in soup(_BLOCKS):
+        element.insert_before("\n")
+        element.insert_after("\n")
+    lines = (line.strip() for line in soup.get_text().split("\n"))
     return [Part("\n".join(line for line in lines if line), title or None)]
 
 
