@@ -45,13 +45,9 @@ class IndexRetriever(BaseRetriever):
         return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [
-            Document(page_content=p.text, id=p.id, metadata={
-                "id": p.id, "doc_id": p.doc_id, "chunk_index": p.chunk_index, "title": p.title, "source": p.source,
-                "score": p.score,
-            })
-            for p in self.index.retrieve(query, self.settings)
-        ]
+        fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
+        return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
+                for p in self.index.retrieve(query, self.settings)]
 
 
 class LocalEmbeddings(Embeddings):
