@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ from selfcrag.components.atomic_dir import recover_directory
 from selfcrag.components.base import Embedder
 from selfcrag.components.documents import Chunk, Skipped, SourceDocument, chunk_documents, read_documents
 from selfcrag.components.langchain_objects import as_embedder
-from selfcrag.components.retrieval import HybridIndex, _check_replaceable
+from selfcrag.components.retrieval import DOC_HASHES, HybridIndex, _check_replaceable
 
 
 @dataclass
@@ -91,6 +92,23 @@ class _Reusing:
 
     def embed_query(self, text: str) -> Any:
         return self.embedder.embed_query(text)
+
+
+def _doc_hashes(index: HybridIndex, path: Path) -> dict[str, str]:
+    """The documents' content hashes saved with the index, or {} when there are none (an index not built by
+    ingest) or they do not fit it. They only spare unchanged documents a re-chunking, so a bad file costs a
+    warning: its documents count as changed, and their texts are still reused by vector."""
+    try:
+        hashes = json.loads((path / DOC_HASHES).read_text(encoding="utf-8"))["documents"]
+        if not isinstance(hashes, dict) or set(hashes) != {c.doc_id for c in index.chunks} or not all(
+                isinstance(h, str) for h in hashes.values()):
+            raise ValueError("its documents are not the index's")
+        return hashes
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logging.getLogger(__name__).warning("ignoring %s in %s (%s)", DOC_HASHES, path, exc)
+        return {}
 
 
 def _has_index(path: Path) -> bool:
@@ -164,6 +182,8 @@ def ingest(
     with _lock(path):
         existed = _has_index(path)
         old = HybridIndex.load(path, embedder) if append and existed else None  # a damaged one: rebuild it
+        if old is not None:
+            old.doc_hashes = _doc_hashes(old, path)
         report.replaced_index = existed and not append
         chunks, hashes = _plan(old, loaded.documents, report)
         reusing = _Reusing(embedder, old)

@@ -167,3 +167,16 @@ def test_cli_append_adds_and_a_plain_ingest_says_it_replaces(tmp_path: Path) -> 
     assert proc.returncode == 0
     assert proc.stderr.splitlines() == [f"selfcrag: replaced the index at {index} (--append adds to it instead)"]
     assert proc.stdout.startswith("indexed 2 documents as 2 chunks")
+
+
+def test_a_damaged_hash_file_costs_a_warning_and_no_embedding(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY})
+    ingest(docs, tmp_path / "index")
+    (tmp_path / "index" / "documents.json").write_text("{not json", encoding="utf-8")
+
+    counting = Counting()
+    report = ingest(docs, tmp_path / "index", append=True, embeddings=counting)
+    assert (report.replaced, report.unchanged) == (2, 0)  # without hashes nothing is known to be unchanged ...
+    assert counting.texts == [] and report.reused > 0  # ... but every text still has its vector
+    assert "ignoring documents.json" in caplog.text
+    assert ingest(docs, tmp_path / "index", append=True).unchanged == 2  # the append wrote the hashes again

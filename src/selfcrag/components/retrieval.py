@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import re
 import threading
 from collections.abc import Callable
@@ -272,13 +271,13 @@ class HybridIndex:
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "
                               f"{rebuild}") from None
         index = cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
-        index.doc_hashes = _doc_hashes(path, {c.doc_id for c in chunks})
         return index.attach(TextVectors.load(path, embedder, int(vectors.d)))
 
     def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
         """Vectors this index already holds for some of `texts`: the stored text vectors (as embedded), else its
         own search vectors of its chunks (normalised, as `build` would make them). What an append reuses."""
-        found = lookup_in(self.text_vectors, texts)
+        store = self.text_vectors
+        found = {t: v for t in texts if store is not None and (v := store.get(text_key(t))) is not None}
         if self._rows is None:  # once: an append asks slice by slice
             self._rows = {index_text(chunk): row for row, chunk in enumerate(self.chunks)}
         for text in texts:
@@ -292,29 +291,6 @@ class HybridIndex:
         from selfcrag.components.langchain_objects import IndexRetriever
 
         return IndexRetriever.of(self, k, settings)
-
-
-def lookup_in(store: TextVectors | None, texts: list[str]) -> dict[str, np.ndarray]:
-    if store is None:
-        return {}
-    found = {text: store.get(text_key(text)) for text in texts}
-    return {text: vector for text, vector in found.items() if vector is not None}
-
-
-def _doc_hashes(path: Path, doc_ids: set[str]) -> dict[str, str]:
-    """The documents' content hashes, or {} when there are none (an index not built by ingest) or they do not fit
-    this index. They only let an append skip unchanged documents, so a bad file costs a warning, not the index."""
-    try:
-        hashes = json.loads((path / DOC_HASHES).read_text(encoding="utf-8"))["documents"]
-        if not isinstance(hashes, dict) or set(hashes) != doc_ids or not all(isinstance(h, str) for h in
-                                                                             hashes.values()):
-            raise ValueError("its documents are not the index's")
-        return hashes
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        logging.getLogger(__name__).warning("ignoring %s in %s (%s)", DOC_HASHES, path, exc)
-        return {}
 
 
 def _one_line(exc: BaseException) -> str:
