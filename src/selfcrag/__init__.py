@@ -13,11 +13,13 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from selfcrag.components.backend import Components, model_components, offline_components
+from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.context import Context
 from selfcrag.graph import build_graph, graph
+from selfcrag.ingestion import ingest
 
-__all__ = ["Components", "Context", "__version__", "ask", "build_graph", "graph", "model_components",
-           "offline_components"]
+__all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
+           "load_index", "model_components", "offline_components"]
 
 try:  # one source of truth: pyproject.toml's version, as installed
     __version__ = version("selfcrag")

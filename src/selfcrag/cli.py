@@ -37,22 +37,19 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
-    from selfcrag.components.documents import chunk_documents, read_documents
     from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.ingestion import ingest
 
-    started = time.perf_counter()
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
-    loaded = read_documents(args.paths, strict=args.strict)
-    for skipped in loaded.skipped:  # one line each, so `grep`/`wc -l` work on them
+    report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
+                    on_progress=_progress)
+    for skipped in report.skipped:  # one line each, so `grep`/`wc -l` work on them
         print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
-    chunks = chunk_documents(loaded.documents)
-    index = HybridIndex.build(chunks, embedder, on_progress=_progress)
-    index.save(args.index)
-    seconds = time.perf_counter() - started
-    print(f"indexed {len(loaded.documents)} documents as {len(chunks)} chunks into {args.index} in {seconds:.1f}s")
-    if loaded.skipped:
-        print(f"selfcrag: warning: {len(loaded.skipped)} bad records or files skipped (listed above); "
+    if report.replaced_index:
+        print(f"selfcrag: replaced the index at {args.index} (--append adds to it instead)", file=sys.stderr)
+    print(report.summary())
+    if report.skipped:
+        print(f"selfcrag: warning: {len(report.skipped)} bad records or files skipped (listed above); "
               "--strict makes the first one an error", file=sys.stderr)
     return 0
 
@@ -201,14 +198,18 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"selfcrag {_version()}")
     sub = top.add_subparsers(dest="command", required=True)
 
-    ingest = sub.add_parser("ingest", help="build an index from folders, .md/.txt files or a JSONL corpus")
-    ingest.add_argument("paths", nargs="+", help="folders, .md/.txt/.pdf files, or .jsonl with id/title/text")
+    ingest = sub.add_parser("ingest", help="build or extend an index from folders, files or a JSONL corpus")
+    ingest.add_argument("paths", nargs="+", help="folders, .md/.txt/.html/.csv/.pdf/.docx files (HTML, PDF and DOCX "
+                        "need the loaders extra), or .jsonl with id/title/text")
     ingest.add_argument("--index", required=True, help="directory to write the index to")
     embeddings_help = ("`local` (default, offline MiniLM) or `openai:<model>` at OPENAI_BASE_URL; default: "
                        "SELFCRAG_EMBEDDINGS. An index is read with the embeddings that built it.")
     ingest.add_argument("--embeddings", default="", help=embeddings_help)
     ingest.add_argument("--strict", action="store_true",
                         help="fail on the first bad JSONL record or unreadable file instead of skipping it")
+    ingest.add_argument("--append", action="store_true",
+                        help="add to the index in --index instead of replacing it: new ids are added, changed "
+                        "documents replaced, unchanged ones keep their vectors (nothing is embedded twice)")
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")

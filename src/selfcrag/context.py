@@ -246,6 +246,13 @@ class Context(BaseModel):
         **UNIT,
     )
 
+    # --- ingestion on the server (indexer.py) ---------------------------------------------------------------
+    allow_ingest: bool = operator(
+        False,
+        "Let runs of the server's `indexer` graph add documents to `index_dir` (SELFCRAG_ALLOW_INGEST=1); off, the "
+        "indexer refuses every run and writes nothing. Never opened to runs.",
+    )
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for
@@ -302,7 +309,7 @@ def _tag(name: str, key: str) -> str:
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
-                           "run_timeout", "web_timeout",
+                           "run_timeout", "web_timeout", "allow_ingest",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
 
 

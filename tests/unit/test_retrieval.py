@@ -112,9 +112,9 @@ def test_single_files_and_input_errors(tmp_path: Path) -> None:
 
     with pytest.raises(IngestError, match="nope.md: no such file or directory"):
         load_documents([tmp_path / "nope.md"])
-    (tmp_path / "table.csv").write_text("x", encoding="utf-8")
+    (tmp_path / "slides.key").write_text("x", encoding="utf-8")
     with pytest.raises(IngestError, match="unsupported file type"):
-        load_documents([tmp_path / "table.csv"])
+        load_documents([tmp_path / "slides.key"])
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text"):
         load_documents([tmp_path / "latin1.txt"])

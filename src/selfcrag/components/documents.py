@@ -1,4 +1,5 @@
-"""Documents in: read folders, files and JSONL corpora (reporting what was left out), and cut them into chunks.
+"""Documents in: read folders, files, JSONL corpora and LangChain Documents (reporting what was left out), and cut
+them into chunks. Each file type's reader lives in loaders.py.
 
 Kept apart from the index (retrieval.py) because reading is about the user's files and their faults, while the
 index is about vectors, keywords and their persistence.
@@ -6,16 +7,18 @@ index is about vectors, keywords and their persistence.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from selfcrag.components import loaders
 from selfcrag.components.base import Passage
 from selfcrag.components.text import approx_tokens, split_sentences
 
-TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
 
 
@@ -50,29 +53,6 @@ class Chunk:
 # --- loading ----------------------------------------------------------------------------------------
 
 
-def _pdf_available() -> bool:
-    try:
-        import pypdf  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _read(path: Path) -> str:
-    try:
-        if path.suffix.lower() == ".pdf":
-            import pypdf
-
-            return "\n\n".join(page.extract_text() or "" for page in pypdf.PdfReader(path).pages)
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise IngestError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except Exception as exc:  # pypdf raises its own errors for broken PDFs
-        raise IngestError(f"{path}: cannot read PDF ({exc})") from None
-
-
 def _title(text: str, stem: str) -> str:
     heading = _HEADING.search(text)
     return heading.group(1) if heading else re.sub(r"[_-]+", " ", stem).strip() or stem
@@ -80,7 +60,7 @@ def _title(text: str, stem: str) -> str:
 
 @dataclass(frozen=True)
 class Skipped:
-    """An input ingest left out: a JSONL record (`line` > 0) or a whole file, and why."""
+    """An input ingest left out: a JSONL record (`line` > 0), a whole file or a Document, and why."""
 
     file: str
     line: int
@@ -111,7 +91,7 @@ class _Collector:
             raise IngestError(str(problem))
         self.skipped.append(problem)
 
-    def add(self, doc: SourceDocument, file: Path, line: int = 0) -> None:
+    def add(self, doc: SourceDocument, file: Path | str, line: int = 0) -> None:
         # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
         if doc.doc_id in self._owners:
             first_file, first_line = self._owners[doc.doc_id]
@@ -124,23 +104,34 @@ class _Collector:
 
     def file(self, path: Path, doc_id: str, source: str) -> None:
         try:
-            text = _read(path)
-        except IngestError as exc:
-            if self.strict:
-                raise
-            self.skipped.append(Skipped(str(path), 0, str(exc).removeprefix(f"{path}: ")))
+            parts = loaders.read_file(path)
+        except loaders.Unreadable as exc:
+            self.skip(path, 0, str(exc))
             return
-        if text.strip():  # an empty file adds nothing; an all-empty input is reported by read_documents
-            self.add(SourceDocument(doc_id=doc_id, title=_title(text, path.stem), source=source, text=text), path)
+        for part in parts:  # an empty file adds nothing; an all-empty input is reported by read_documents
+            if part.text.strip():
+                title = part.title or _title(part.text, path.stem)
+                part_id = f"{doc_id}/{part.key}" if part.key else doc_id
+                self.add(SourceDocument(doc_id=part_id, title=title, source=source, text=part.text), path)
 
 
 def _folder_documents(root: Path, out: _Collector) -> None:
-    suffixes = TEXT_SUFFIXES + ((".pdf",) if _pdf_available() else ())
+    """Every file under `root` that is not hidden or an OS/editor leftover (loaders.ignored): read if its type is
+    supported, else reported as skipped, so a folder never loses a document without a word."""
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if path.suffix.lower() not in suffixes or any(p.startswith(".") for p in rel.parts) or not path.is_file():
+        if loaders.ignored(rel) or not path.is_file():
             continue
-        out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
+        suffix = path.suffix.lower()
+        if suffix == ".jsonl":
+            _jsonl_documents(path, out)
+        elif suffix in loaders.suffixes():
+            out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
+        else:
+            out.skip(path, 0, f"unsupported file type {suffix or '(no suffix)'}; {_SUPPORTED}")
+
+
+_SUPPORTED = "ingest reads " + ", ".join((*loaders.suffixes(), ".jsonl"))
 
 
 def _jsonl_record(line: bytes) -> tuple[str, str, str]:
@@ -186,15 +177,58 @@ def _jsonl_documents(path: Path, out: _Collector) -> None:
         out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
 
 
-def read_documents(paths: Iterable[str | Path], strict: bool = False) -> LoadedDocuments:
-    """Documents from folders (recursive .md/.txt, .pdf with pypdf), single files and JSONL corpora, and the
-    inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text, wrong types, a
-    repeated id) or an unreadable file. One bad record in a million should not cost the other 999,999;
-    `strict` makes the first one an IngestError instead. A missing path, an unsupported file type or
-    an input with nothing usable left is always an error."""
-    paths = list(paths)
+def _document_id(doc: Any, position: int, shared_sources: set[str]) -> str:
+    """A LangChain Document's id: `doc.id`, else metadata `id`, else its `source` (numbered by `page` or `row`,
+    or by position, when several Documents share it: a loader's pages and rows do), else a hash of its text, so
+    the same text always gets the same id and an append does not add it twice."""
+    meta = doc.metadata or {}
+    for value in (getattr(doc, "id", None), meta.get("id")):
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            return str(value).strip()
+    source = meta.get("source")
+    if isinstance(source, str) and source.strip():
+        if source not in shared_sources:
+            return source.strip()
+        number = next((meta[k] for k in ("page", "row") if isinstance(meta.get(k), int)), position)
+        return f"{source.strip()}/{number}"
+    return "text-" + hashlib.sha256(doc.page_content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
+    sources = [str((d.metadata or {}).get("source", "")).strip() for _, d in docs]
+    shared = {s for s in sources if s and sources.count(s) > 1}
+    for position, doc in docs:
+        where = f"Document {position + 1}"
+        if not isinstance(doc.page_content, str) or not doc.page_content.strip():
+            out.skip(where, 0, "empty page_content")
+            continue
+        doc_id = _document_id(doc, position, shared)
+        meta = doc.metadata or {}
+        title = meta.get("title")
+        source = meta.get("source")
+        out.add(SourceDocument(
+            doc_id=doc_id, title=str(title).strip() if title is not None and str(title).strip() else doc_id,
+            source=str(source) if isinstance(source, str) and source.strip() else doc_id, text=doc.page_content,
+        ), where)
+
+
+def read_documents(sources: Iterable[str | Path | Any], strict: bool = False) -> LoadedDocuments:
+    """Documents from folders (every supported type, recursively), single files, JSONL corpora and LangChain
+    `Document`s, and the inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text,
+    wrong types, a repeated id), a file that cannot be read or whose reader is not installed, a file of a type
+    ingest does not read in a folder, an empty Document. One bad record in a million should not cost the other
+    999,999; `strict` makes the first one an IngestError instead. A missing path, a single file of an unsupported
+    type or of a type whose reader is not installed, or an input with nothing usable left is always an error."""
+    from langchain_core.documents import Document
+
+    sources = list(sources)
     out = _Collector(strict)
-    for raw in paths:
+    documents = [(n, source) for n, source in enumerate(sources) if isinstance(source, Document)]
+    for raw in sources:
+        if isinstance(raw, Document):
+            continue
+        if not isinstance(raw, str | Path):
+            raise IngestError(f"cannot ingest a {type(raw).__name__}: give paths or LangChain Documents")
         path = Path(raw).expanduser()
         suffix = path.suffix.lower()
         if not path.exists():
@@ -203,14 +237,17 @@ def read_documents(paths: Iterable[str | Path], strict: bool = False) -> LoadedD
             _folder_documents(path, out)
         elif suffix == ".jsonl":
             _jsonl_documents(path, out)
-        elif suffix in TEXT_SUFFIXES or (suffix == ".pdf" and _pdf_available()):
+        elif suffix in loaders.suffixes():
+            if (problem := loaders.missing_package(suffix)) is not None:
+                raise IngestError(f"{raw}: {problem}")
             out.file(path, path.stem, path.name)
-        elif suffix == ".pdf":
-            raise IngestError(f"{raw}: reading PDF needs pypdf (pip install pypdf)")
         else:
-            raise IngestError(f"{raw}: unsupported file type; use a folder, .md, .txt, .pdf or .jsonl")
+            raise IngestError(f"{raw}: unsupported file type; {_SUPPORTED}, or a folder")
+    _langchain_documents(documents, out)
     if not out.documents:
-        where = ", ".join(map(str, paths)) or "no paths"
+        names = [str(s) for s in sources if not isinstance(s, Document)]
+        names += [f"{len(documents)} Documents"] if documents else []
+        where = ", ".join(names) or "no paths"
         if out.skipped:
             raise IngestError(f"no usable documents in {where}: {len(out.skipped)} skipped, the first: "
                               f"{out.skipped[0]}")
@@ -218,7 +255,7 @@ def read_documents(paths: Iterable[str | Path], strict: bool = False) -> LoadedD
     return LoadedDocuments(out.documents, out.skipped)
 
 
-def load_documents(paths: Iterable[str | Path]) -> list[SourceDocument]:
+def load_documents(paths: Iterable[str | Path | Any]) -> list[SourceDocument]:
     """`read_documents(paths, strict=True)`: the documents, or an IngestError at the first bad input."""
     return read_documents(paths, strict=True).documents
 

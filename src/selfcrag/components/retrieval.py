@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
 from selfcrag.components.vector_store import TextVectors, embed_index, publish
+from selfcrag.components.vector_store import key as text_key
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from selfcrag.context import Context
 
 FORMAT_VERSION = 1
+DOC_HASHES = "documents.json"  # each document's content hash, for `ingest --append` (ingest.py)
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
 _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
@@ -87,6 +90,8 @@ class HybridIndex:
         self._vectors = vectors  # faiss.IndexFlatIP
         self._bm25 = bm25
         self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
+        self.doc_hashes: dict[str, str] = {}  # doc id -> content hash, when ingest() built it (ingest.py)
+        self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
 
     def attach(self, store: TextVectors | None) -> HybridIndex:
         """Serve `store`'s vectors to the offline components while this index lives."""
@@ -217,6 +222,8 @@ class HybridIndex:
         def write(tmp: Path) -> None:
             index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest())
             TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
+            if self.doc_hashes:
+                (tmp / DOC_HASHES).write_text(json.dumps({"documents": self.doc_hashes}, ensure_ascii=False))
 
         replace_directory(path, write)
 
@@ -266,6 +273,25 @@ class HybridIndex:
         index = cls(chunks, vectors, bm25, embedder, created=str(manifest.get("created", "")))
         return index.attach(TextVectors.load(path, embedder, int(vectors.d)))
 
+    def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Vectors this index already holds for some of `texts`: the stored text vectors (as embedded), else its
+        own search vectors of its chunks (normalised, as `build` would make them). What an append reuses."""
+        store = self.text_vectors
+        found = {t: v for t in texts if store is not None and (v := store.get(text_key(t))) is not None}
+        if self._rows is None:  # once: an append asks slice by slice
+            self._rows = {index_text(chunk): row for row, chunk in enumerate(self.chunks)}
+        for text in texts:
+            if text not in found and text in self._rows:
+                found[text] = self._vectors.reconstruct(self._rows[text])
+        return found
+
+    def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
+        """This index as a LangChain `BaseRetriever` of `k` Documents (metadata id, doc_id, chunk_index, title,
+        source, score); `settings` (default: the environment's) set the fusion weights and the gate."""
+        from selfcrag.components.langchain_objects import IndexRetriever
+
+        return IndexRetriever.of(self, k, settings)
+
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]  # faiss's messages span lines and name its C++ source files
@@ -276,7 +302,7 @@ def _check_replaceable(path: Path) -> None:
     mistake must not swap the user's documents away."""
     if path.is_file():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
-    known = (*index_files.FILES, *TextVectors.FILES)
+    known = (*index_files.FILES, *TextVectors.FILES, DOC_HASHES)
     try:
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
     except FileNotFoundError:  # nothing there, or a concurrent save has it renamed away for an instant

@@ -1,0 +1,182 @@
+"""`selfcrag.ingest`, `--append`, `load_index(...).as_retriever()` and `LocalEmbeddings`, with the real local model:
+as a LangChain user or the CLI's user meets them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from selfcrag import Context, LocalEmbeddings, ask, build_graph, ingest, load_index
+from selfcrag.components.documents import IngestError
+from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
+from selfcrag.components.retrieval import HybridIndex
+
+TIDES = "# Tides\n\nThe harbour of Quellport has two high tides a day. The highest tide reaches 7.5 metres in March."
+BRIDGES = "# Bridges\n\nQuellport has four bridges over the river Amsel."
+BRIDGES_NOW = "# Bridges\n\nQuellport has five bridges over the river Amsel since the new one opened in 2023."
+FERRY = "# Ferry\n\nThe ferry to Ostholm leaves every 40 minutes and a single ticket costs 4.20 euros."
+LIGHTHOUSE = "# Lighthouse\n\nThe Quellport lighthouse is open to visitors on Sundays from May to September."
+
+
+class Counting:
+    """The local model, recording every text it is asked to embed (same name: the same index for the graph)."""
+
+    def __init__(self) -> None:
+        self.inner = default_embedder()
+        self.name, self.languages = self.inner.name, self.inner.languages
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]):  # noqa: ANN201
+        self.texts += texts
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str):  # noqa: ANN201
+        return self.inner.embed_query(text)
+
+
+def folder(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def top(index: HybridIndex, query: str) -> str:
+    (doc,) = index.as_retriever(k=1).invoke(query)
+    return doc.metadata["doc_id"]
+
+
+def test_append_embeds_only_new_and_changed_documents_and_equals_a_rebuild(tmp_path: Path) -> None:
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "bridges.md": BRIDGES})
+    index_dir = tmp_path / "index"
+    first = ingest(docs, index_dir, embeddings=Counting())
+    assert (first.documents, first.added, first.reused, first.replaced_index) == (2, 2, 0, False)
+
+    folder(docs, {"bridges.md": BRIDGES_NOW, "ferry.md": FERRY})  # one changed, one new, tides.md as it was
+    counting = Counting()
+    report = ingest(docs, index_dir, append=True, embeddings=counting)
+
+    assert (report.documents, report.added, report.replaced, report.unchanged, report.kept) == (3, 1, 1, 1, 0)
+    assert report.embedded == len(set(counting.texts)) > 0 and report.reused > 0
+    assert not [t for t in counting.texts if "tide" in t.lower()]  # the unchanged document: nothing embedded
+    assert any("five bridges" in t for t in counting.texts) and any("Ostholm" in t for t in counting.texts)
+
+    # Only the lighthouse is named: the three others stay, and only its texts are embedded.
+    counting = Counting()
+    lighthouse = Document(page_content=LIGHTHOUSE, id="lighthouse", metadata={"title": "Lighthouse"})
+    report = ingest([lighthouse], index_dir, append=True, embeddings=counting)
+    assert (report.added, report.kept, report.documents) == (1, 3, 1)
+    assert counting.texts and all("ighthouse" in t or "Sundays" in t or "May" in t for t in counting.texts)
+
+    appended = HybridIndex.load(index_dir, default_embedder())
+    assert {c.doc_id for c in appended.chunks} == {"tides", "bridges", "ferry", "lighthouse"}
+    assert not [c for c in appended.chunks if "four bridges" in c.text]  # the old version is gone
+    for query, doc_id in [("How high is the highest tide?", "tides"), ("How many bridges cross the Amsel?",
+                          "bridges"), ("How often does the ferry to Ostholm leave?", "ferry"),  # fmt: skip
+                          ("When can I visit the lighthouse?", "lighthouse")]:
+        assert top(appended, query) == doc_id
+
+    # The same documents indexed from scratch retrieve the same chunks with the same scores.
+    rebuilt = tmp_path / "rebuilt"
+    ingest([docs / "tides.md", docs / "bridges.md", docs / "ferry.md", lighthouse], rebuilt)
+    fresh = HybridIndex.load(rebuilt, default_embedder())
+    for query in ("bridges over the Amsel", "ticket price", "visitors on Sundays", "tides in March"):
+        got = {(d.metadata["doc_id"], d.metadata["score"]) for d in appended.as_retriever(k=3).invoke(query)}
+        assert got == {(d.metadata["doc_id"], d.metadata["score"]) for d in fresh.as_retriever(k=3).invoke(query)}
+
+
+def test_index_as_a_langchain_retriever_in_a_chain_sync_and_async(tmp_path: Path) -> None:
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY})
+    (docs / "fares.csv").write_text("route,fare\nOstholm,4.20 euros\nSundholm,6.80 euros\n", encoding="utf-8")
+    (docs / "harbour.html").write_text("<title>Harbour</title><script>x()</script><p>The harbour master is "
+                                       "Ines Varga.</p>", encoding="utf-8")  # fmt: skip
+    report = ingest(docs, tmp_path / "index", embeddings=LocalEmbeddings())
+    assert report.documents == 5 and not report.skipped
+
+    retriever = load_index(tmp_path / "index").as_retriever(k=2)
+    assert isinstance(retriever, BaseRetriever)
+    found = retriever.invoke("Who is the harbour master?")
+    assert 1 <= len(found) <= 2 and found[0].metadata["doc_id"] == "harbour"
+    assert set(found[0].metadata) == {"id", "doc_id", "chunk_index", "title", "source", "score"}
+    assert found[0].metadata["title"] == "Harbour" and found[0].id == "harbour#0"
+    (fare,) = asyncio.run(retriever.ainvoke("What does the fare to Sundholm cost?"))[:1]
+    assert fare.metadata["doc_id"] == "fares/row-2" and "6.80" in fare.page_content
+
+    chain = retriever | RunnableLambda(lambda found: "\n\n".join(d.page_content for d in found))
+    assert "7.5 metres" in chain.invoke("How high is the highest tide?")
+
+    # Ingested with LocalEmbeddings, the index is the default embeddings' own: the graph answers from it.
+    result = ask("How high is the highest tide of the year?",
+                 compiled_graph=build_graph(settings=Context(index_dir=str(tmp_path / "index"))))
+    assert "7.5" in result["answer"] and result["citations"][0]["doc_id"] == "tides"
+
+
+def test_local_embeddings_in_a_langchain_vector_store() -> None:
+    embeddings = LocalEmbeddings()
+    vector = embeddings.embed_query("refund")
+    assert len(vector) == 384 and all(type(x) is float for x in vector)
+    store = InMemoryVectorStore(embedding=embeddings)
+    store.add_texts(["Refunds take five days.", "Express shipping costs 12 dollars.", "Gift cards never expire."])
+    (hit,) = store.similarity_search("How long until I get my money back?", k=1)
+    assert hit.page_content == "Refunds take five days."
+
+
+def test_bad_targets_fail_in_one_line_before_anything_is_embedded(tmp_path: Path) -> None:
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES})
+    counting = Counting()
+    with pytest.raises(IngestError, match="holds files that are not an index's"):
+        ingest(docs, docs, embeddings=counting)  # --index pointed at the documents by mistake
+    assert counting.texts == []
+
+    ingest(docs, tmp_path / "index")
+    other = LangChainEmbedder(LocalEmbeddings())  # the same vectors under another name: not this index's model
+    with pytest.raises(IngestError, match="was built with embedder 'all-MiniLM-L6-v2/onnx-int8' but the current "
+                       "embedder is 'langchain/LocalEmbeddings'"):
+        ingest(docs, tmp_path / "index", append=True, embeddings=other)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "selfcrag.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_append_adds_and_a_plain_ingest_says_it_replaces(tmp_path: Path) -> None:
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES})
+    index = tmp_path / "index"
+    proc = run("ingest", str(docs), "--index", str(index), "--append")  # nothing there yet: a new index
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith(f"indexed 1 documents (1 added, 0 replaced, 0 unchanged; 0 others kept) as 1 "
+                                  f"chunks into {index}")
+
+    more = folder(tmp_path / "more", {"ferry.md": FERRY, "bridges.md": BRIDGES})
+    proc = run("ingest", str(more), "--index", str(index), "--append")
+    assert proc.returncode == 0, proc.stderr
+    assert "(2 added, 0 replaced, 0 unchanged; 1 others kept) as 3 chunks" in proc.stdout
+    proc = run("ask", "How often does the ferry leave?", "--index", str(index), "--json")
+    assert json.loads(proc.stdout)["citations"][0]["doc_id"] == "ferry"
+
+    proc = run("ingest", str(more), "--index", str(index))
+    assert proc.returncode == 0
+    assert proc.stderr.splitlines() == [f"selfcrag: replaced the index at {index} (--append adds to it instead)"]
+    assert proc.stdout.startswith("indexed 2 documents as 2 chunks")
+
+
+def test_a_damaged_hash_file_costs_a_warning_and_no_embedding(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY})
+    ingest(docs, tmp_path / "index")
+    (tmp_path / "index" / "documents.json").write_text("{not json", encoding="utf-8")
+
+    counting = Counting()
+    report = ingest(docs, tmp_path / "index", append=True, embeddings=counting)
+    assert (report.replaced, report.unchanged) == (2, 0)  # without hashes nothing is known to be unchanged ...
+    assert counting.texts == [] and report.reused > 0  # ... but every text still has its vector
+    assert "ignoring documents.json" in caplog.text
+    assert ingest(docs, tmp_path / "index", append=True).unchanged == 2  # the append wrote the hashes again
