@@ -41,14 +41,26 @@ def test_a_bad_choice_names_the_good_ones(capsys: pytest.CaptureFixture[str]) ->
     assert "'extreme'" in error and "'low', 'normal', 'critical'" in error and "''" not in error
 
 
-def test_progress_off_a_terminal_is_one_closing_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    sink = io.StringIO()  # not a TTY: a log file, CI
+def test_progress_off_a_terminal_writes_no_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = io.StringIO()  # not a TTY: a log file, CI; the command's summary line says the rest
     monkeypatch.setattr(sys, "stderr", sink)
     for done in (0, 40, 80, 100):
         progress_bar.advance("embedding", "texts", done, 100)
-    lines = sink.getvalue().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("embedding: 100 texts in ") and "texts/s" in lines[0]
-    assert "\r" not in sink.getvalue()
+    assert sink.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_is_a_bar_with_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    for done in (40, 80, 100):
+        progress_bar.advance("embedding", "texts", done, 100)
+    shown = screen.getvalue()
+    assert "embedding: 100%" in shown and "100/100" in shown and "texts/s" in shown
 
 
 def test_env_file_fills_what_the_shell_left_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
