@@ -9,11 +9,13 @@ them). Everything runs in a scratch directory with its own SELFCRAG_HOME, offlin
 |---|---|
 | `OPENAI_API_KEY=sk-...`, `OPENAI_BASE_URL=<server>` | the local OpenAI-compatible test server (scripted replies) |
 | `http://127.0.0.1:2024` / `LANGGRAPH_API_URL` (`langgraph dev`) | a real `langgraph dev` on a free port |
-| `docs/`, `faq.md`, `corpus.jsonl`, `questions.jsonl` | the bundled sample KB, and tests/data/sample_questions.jsonl |
+| `docs/`, `new-docs/`, `faq.md`, `corpus.jsonl` | the bundled sample KB (`new-docs/`: one more document) |
+| `questions.jsonl` | tests/data/sample_questions.jsonl in the eval format |
 | `ID` in `selfcrag review show ID` | the review the block's `--review` question held |
 | `ID` in `selfcrag review approve/edit/reject ID` | a review held again just before, one each (they are alternatives) |
 | `pip install ...` | not run: installing is CI's job (`.ci/run`) |
-| `langgraph dev ...` | not run: the stand-in server above is started the same way |
+| `langgraph dev ...` in a console block | a real `langgraph dev` with the line's variables, on a free port that the
+block's later lines use instead of the one they name |
 
 A block that cannot run here says why in an HTML comment on the line before it: `<!-- readme-test: skip (why) -->`.
 A failure names the README line of the block.
@@ -28,6 +30,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -42,7 +45,7 @@ README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((.+?)\)\s*-->")
 FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
-NOT_RUN = (("pip install", "installing is CI's job"), ("langgraph dev", "the stand-in server is started so"))
+NOT_RUN = (("pip install", "installing is CI's job"),)
 
 
 @dataclass
@@ -97,6 +100,8 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sample = Path(str(resources.files("selfcrag") / "data" / "sample_kb"))
     shutil.copytree(sample, work / "docs", ignore=shutil.ignore_patterns("zh"))
     shutil.copy(sample / "returns_policy.md", work / "faq.md")
+    (work / "new-docs").mkdir()
+    (work / "new-docs" / "tides.md").write_text("# Tides\n\nQuellport has two high tides a day.\n")
     with (work / "corpus.jsonl").open("w", encoding="utf-8") as corpus:
         for path in sorted(sample.glob("*.md"))[:4]:
             corpus.write(json.dumps({"id": f"corpus-{path.stem}", "title": path.stem, "text": path.read_text()}) + "\n")
@@ -166,18 +171,44 @@ def test_console_block(block: Block, scratch: Path, environment: dict[str, str],
     if block.skip:
         pytest.skip(block.skip)
     env = dict(environment)
-    review_id, hold = "", ""
-    for line in block.code.splitlines():
-        if not line.startswith("$ "):
-            continue
-        if hold and re.search(r"review (approve|edit|reject) ID", line):  # alternatives: each gets its own review
-            review_id = held_review(run(hold, block, env, scratch)) or review_id
-        command = shell_line(line, env, model_server, review_id)
-        if command is None:
-            continue
-        said = run(command, block, env, scratch)
-        if held := held_review(said):
-            review_id, hold = held, command
+    review_id, hold, server = "", "", ""
+    with ExitStack() as servers:
+        for line in commands(block.code):
+            if hold and re.search(r"review (approve|edit|reject) ID", line):  # alternatives: each its own review
+                review_id = held_review(run(hold, block, env, scratch)) or review_id
+            if "langgraph dev" in line:
+                server = servers.enter_context(started_server(line, scratch, env))
+                continue
+            command = shell_line(line, env, model_server, review_id)
+            if command is None:
+                continue
+            if server:
+                command = re.sub(r"http://127\.0\.0\.1:\d+", server, command)
+            said = run(command, block, env, scratch)
+            if held := held_review(said):
+                review_id, hold = held, command
+
+
+def commands(code: str) -> Iterator[str]:
+    """The `$` lines of a console block, each with its continuation lines (a quote left open goes on)."""
+    lines = code.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("$ "):
+            command, j = line, i + 1
+            while command.count("'") % 2 and j < len(lines):
+                command, j = f"{command}\n{lines[j]}", j + 1
+            yield command
+
+
+@contextmanager
+def started_server(line: str, scratch: Path, env: dict[str, str]) -> Iterator[str]:
+    """A `$ [VAR=value ...] langgraph dev ...` line: the real server, with the line's variables (paths in them
+    taken from the reader's directory, since the server runs in the project's)."""
+    assigned = dict(re.findall(r"(\w+)=(\S+)\s", line.split("langgraph dev")[0]))
+    server_env = {"SELFCRAG_HOME": env["SELFCRAG_HOME"]}
+    server_env |= {name: str(scratch / value) if value.startswith("./") else value for name, value in assigned.items()}
+    with langgraph_dev(server_env) as url:
+        yield url
 
 
 def held_review(output: str) -> str:
