@@ -253,6 +253,14 @@ class Context(BaseModel):
         "indexer refuses every run and writes nothing. Never opened to runs.",
     )
 
+    # --- speculative generation (model backend; graph.py, nodes/speculate.py) ---
+    speculate: bool = run(
+        True,
+        "Model backend: when the first round's best passage scores at least the minimum context relevance, draft "
+        "the answer while grading and keep the draft if grading agrees (one round trip fewer); off = grade, then "
+        "generate. The offline backend never speculates.",
+    )
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for

@@ -10,6 +10,8 @@
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
     (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
     (contextualize: a follow-up that leans on the conversation is rewritten to stand alone; others pass as asked)
+    (model backend, strong first round: retrieve -> (grade_documents || speculate, a draft) -> adopt_draft
+        --grading agrees: the draft--> (check_hallucination || grade_answer);  otherwise--> as grading routes)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
@@ -31,6 +33,7 @@ from selfcrag import routing
 from selfcrag.components.backend import Components, auto_components, model_components
 from selfcrag.context import Context, resolve
 from selfcrag.nodes import (
+    adopt_draft,
     bounded,
     check_hallucination,
     contextualize,
@@ -44,14 +47,16 @@ from selfcrag.nodes import (
     refine,
     retrieve,
     rewrite_query,
+    speculate,
     web_search,
 )
+from selfcrag.nodes.speculate import model_backend
 from selfcrag.state import InputState, OutputState, State
 
-NODES = (prepare, contextualize, retrieve, grade_documents, refine, web_search, generate, check_hallucination,
-         grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
-MODEL_NODES = {"contextualize", "grade_documents", "refine", "web_search", "generate", "check_hallucination",
-               "grade_answer", "rewrite_query"}  # fmt: skip
+NODES = (prepare, contextualize, retrieve, grade_documents, speculate, adopt_draft, refine, web_search, generate,
+         check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
+MODEL_NODES = {"contextualize", "grade_documents", "speculate", "refine", "web_search", "generate",
+               "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 
 
 def operator_settings(settings: Context | dict[str, Any] | None) -> Callable[[], Context]:
@@ -113,8 +118,20 @@ def build_graph(  # noqa: ANN201
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
 
-    branch("retrieve", routing.after_retrieve, ["grade_documents", "finalize"])
-    branch("grade_documents", routing.after_grading, ["refine", "rewrite_query", "finalize"])
+    def on_backend(decide: Callable[[State, Context, bool], Any]) -> Callable[[State, Context], Any]:
+        """Routes that ask whether this run generates with a model (only the model backend speculates)."""
+
+        def decide_here(state: State, settings: Context) -> Any:
+            return decide(state, settings, settings.speculate and model_backend(components, settings))
+
+        decide_here.__name__ = decide.__name__
+        return decide_here
+
+    branch("retrieve", on_backend(routing.fan_out), [*routing.SPECULATION, "finalize"])
+    branch("grade_documents", on_backend(routing.after_grading_or_join),
+           ["refine", "rewrite_query", "finalize", "adopt_draft"])  # fmt: skip
+    graph.add_edge("speculate", "adopt_draft")  # grading routes there too: the two meet
+    branch("adopt_draft", routing.after_adopt, [*routing.CHECKS, "refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "finalize"])
     branch("web_search", routing.after_web_search, ["generate", "rewrite_query", "finalize"])

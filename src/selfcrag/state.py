@@ -102,3 +102,6 @@ class State(OutputState, total=False):
     review: dict[str, Any]  # what a person decided in human_review
     run_started: float  # when this run began (time.time()): every call of the run ends by it + run_timeout
     draft: dict[str, Any]  # answer + citations held for review; the paused output's `answer` says it awaits it
+    # A draft written while grading (nodes/speculate.py): answer, citations, missing, the strips it was written
+    # from and any fault; `adopt_draft` replaces it with {"kept": bool, "reason": ...}.
+    speculation: dict[str, Any]

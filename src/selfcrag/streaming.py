@@ -12,9 +12,10 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessageChunk
 
-# Tokens are shown from the node that writes the answer only: graders that call a model stream too, but
-# their tokens are verdicts, not the answer.
-ANSWER_NODE = "generate"
+# Tokens are shown from the nodes that write the answer only: graders that call a model stream too, but
+# their tokens are verdicts, not the answer. `speculate` drafts while grading; a draft it discards is followed by
+# a progress line saying so, then `generate`'s tokens.
+ANSWER_NODES = ("generate", "speculate")
 
 
 @dataclass
@@ -50,10 +51,11 @@ def stream_run(graph: Any, inputs: dict[str, Any], context: Any, out: TextIO) ->
         elif mode == "messages":
             message, metadata = chunk
             token = message.text if isinstance(message, AIMessageChunk) else ""
-            if token and metadata.get("langgraph_node") == ANSWER_NODE:
+            node = metadata.get("langgraph_node")
+            if token and node in ANSWER_NODES:
                 if timings.first_token is None:
                     timings.first_token = elapsed
-                out.write(token if in_tokens else f"[{elapsed:6.2f}s] {ANSWER_NODE}: {token}")
+                out.write(token if in_tokens else f"[{elapsed:6.2f}s] {node}: {token}")
                 in_tokens = True
         out.flush()
     if in_tokens:

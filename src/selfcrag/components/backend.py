@@ -197,3 +197,10 @@ def auto_components(
     chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}
     _, shared_embedder, shared_web = backends.shared
     return Components(**chosen, web=shared_web, retriever=retriever, embedder=shared_embedder)
+
+
+def component_for(components: Components, role: str, settings: Context) -> Any:
+    """The component a run with these settings uses for `role`: the one `auto_components` chooses for the run, or
+    the one given."""
+    chosen = getattr(components, role)
+    return getattr(chosen._backends.choose(settings), role) if isinstance(chosen, _Chosen) else chosen
