@@ -3,20 +3,29 @@
 A damaged file must give one line naming the file and what is wrong — never a traceback, and never an
 allocation the file cannot back: `vectors.faiss` says in its header how many vectors follow, and faiss
 allocates that much before it reads them (a 4.6 KB file claiming 2 GB grew a process to 2.4 GB), so the
-header is parsed here and checked against the file's real size before faiss sees it.
+header is parsed here and checked against the file's real size before faiss sees it. The keyword index
+(`bm25.npz`, uncompressed numpy arrays) gets the same treatment: each array's header is checked against its
+stored bytes before numpy allocates, and pickled objects are refused. Indexes saved before it keep their
+`bm25.json`, which still loads.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import struct
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.json"
+import numpy as np
+
+MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.npz"
+LEGACY_KEYWORDS = "bm25.json"  # the keyword index of indexes saved before bm25.npz: read, never written
 FILES = (MANIFEST, VECTORS, CHUNKS, KEYWORDS)
+KNOWN = (*FILES, LEGACY_KEYWORDS)  # what may sit in an index directory that a save replaces
 CHUNK_FIELDS = {"id": str, "doc_id": str, "chunk_index": int, "title": str, "source": str, "text": str}
 # faiss's IndexFlatIP on disk: fourcc, d (int32), ntotal (int64), two unused int64, is_trained (uint8),
 # metric (int32; 0 = inner product), then the vectors as a float array: its length (uint64) and the floats.
@@ -37,7 +46,8 @@ def is_number(value: object) -> bool:
 
 
 def complete(directory: Path) -> bool:
-    return all((directory / name).is_file() for name in FILES)
+    keywords = (directory / KEYWORDS).is_file() or (directory / LEGACY_KEYWORDS).is_file()
+    return keywords and all((directory / name).is_file() for name in FILES if name != KEYWORDS)
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -49,14 +59,15 @@ def _write(path: Path, parts: Iterable[bytes]) -> None:
             out.write(part)
 
 
-def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]], bm25: dict[str, Any],
+def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]], bm25: dict[str, np.ndarray],
                 manifest: dict[str, Any]) -> None:
     """The manifest goes last: a directory without one was never finished."""
     import faiss
 
     _write(directory / VECTORS, [faiss.serialize_index(vectors).tobytes()])
     _write(directory / CHUNKS, ((json.dumps(c, ensure_ascii=False) + "\n").encode() for c in chunks))
-    _write(directory / KEYWORDS, [json.dumps(bm25).encode()])
+    with (directory / KEYWORDS).open("wb") as out:  # uncompressed: an array's size is its stored size, checked on reading
+        np.savez(out, **bm25)  # type: ignore[arg-type]
     _write(directory / MANIFEST, [(json.dumps(manifest, indent=2) + "\n").encode()])
 
 
@@ -154,5 +165,42 @@ def read_chunks(directory: Path, count: int) -> list[dict[str, Any]]:
     return records
 
 
-def read_keywords(directory: Path) -> Any:
-    return _json_file(directory / KEYWORDS)
+def read_keywords(directory: Path, dtypes: dict[str, str]) -> tuple[str, Any]:
+    """(file name, state): the arrays of `bm25.npz` (each of the dtype `dtypes` names), or the JSON of an older
+    index's `bm25.json`."""
+    path = directory / KEYWORDS
+    if not path.is_file() and (directory / LEGACY_KEYWORDS).is_file():
+        return LEGACY_KEYWORDS, _json_file(directory / LEGACY_KEYWORDS)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return KEYWORDS, {name: _stored_array(archive, name, np.dtype(dtype)) for name, dtype in dtypes.items()}
+    except zipfile.BadZipFile as exc:  # also a member whose bytes fail their CRC
+        raise DamagedFile(f"{KEYWORDS}: not a readable archive ({exc})") from None
+
+
+def _stored_array(archive: zipfile.ZipFile, name: str, dtype: np.dtype) -> np.ndarray:
+    where = f'{KEYWORDS}: "{name}"'
+    try:
+        member = archive.getinfo(f"{name}.npy")
+    except KeyError:
+        raise DamagedFile(f"{where} is missing") from None
+    if member.compress_type != zipfile.ZIP_STORED or member.file_size != member.compress_size:
+        raise DamagedFile(f"{where} is compressed; only stored arrays are read")  # no inflating past the file
+    data = archive.read(member)  # as many bytes as the file really holds (a short file fails here)
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, found = read_header(stream)
+    except ValueError as exc:
+        raise DamagedFile(f"{where}: not a numpy array ({_first_line(exc)})") from None
+    if found != dtype or len(shape) != 1 or fortran:
+        raise DamagedFile(f"{where} must be a one-dimensional {dtype.name} array, not {found} of shape {shape}")
+    if stream.tell() + shape[0] * dtype.itemsize != len(data):
+        raise DamagedFile(f"{where}: {len(data) - stream.tell():,} bytes of data but its header claims "
+                          f"{shape[0]:,} values")
+    return np.frombuffer(data, dtype=dtype, count=shape[0], offset=stream.tell())
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__

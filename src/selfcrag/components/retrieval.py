@@ -24,7 +24,7 @@ import numpy as np
 from selfcrag.components import index_files
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
-from selfcrag.components.bm25 import BM25
+from selfcrag.components.bm25 import ARRAYS, BM25
 from selfcrag.components.documents import Chunk, IngestError, SourceDocument, chunk_documents, load_documents
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
@@ -126,11 +126,14 @@ class HybridIndex:
             return []
         depth = min(len(self.chunks), CANDIDATES_PER_K * settings.k)
         tokens = keyword_tokens(query)
-        bm25 = self._bm25.scores(tokens)
-        lexical = {row for row, _ in sorted(bm25.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]}
+        bm25 = self._bm25.score_all(tokens)  # one array over the whole index, 0 where no term matches
+        ranked = self._bm25.best(bm25, depth)
+        lexical = {row for row, _ in ranked}
         if not reads(self.embedder, query):
-            return self._top(self._keyword_scored(tokens, bm25, lexical, settings), settings)
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(1, -1)
+            return self._top(self._keyword_scored(tokens, dict(ranked), lexical, settings), settings)
+        from selfcrag.components.offline_grading import query_vector  # the graders' cache: embedded once a round
+
+        qvec = np.array(query_vector(self.embedder, query), dtype=np.float32).reshape(1, -1)
         if qvec.shape[1] != self._vectors.d:
             raise IngestError(f"the embeddings give {qvec.shape[1]}-dimensional vectors but the index holds "
                               f"{self._vectors.d}-dimensional ones; rebuild the index with these embeddings")
@@ -140,11 +143,12 @@ class HybridIndex:
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
-        best_bm25 = max((bm25.get(row, 0.0) for row in candidates), default=0.0)
+        keyword = bm25[candidates].tolist()
+        best_bm25 = max(keyword, default=0.0)
         identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
 
         scored: list[tuple[float, int]] = []
-        for row, cosine in zip(candidates, cosines.tolist(), strict=True):
+        for row, cosine, keyword_score in zip(candidates, cosines.tolist(), keyword, strict=True):
             # Quality gate. A small embedding model sees "E1042" as a few meaningless word pieces, so the
             # passage defining it can score low on cosine; an exact identifier match is stronger evidence
             # than any similarity, so it passes the gate. Plain word overlap does not: BM25 always has a
@@ -156,7 +160,7 @@ class HybridIndex:
             # candidate to 1 even when every candidate is off-topic, so the fused score stops saying how good
             # the match is (top score 1.07 for answerable and unanswerable questions alike; raw: 0.85 vs 0.82).
             v = min(max(cosine, 0.0), 1.0)
-            b = bm25.get(row, 0.0) / best_bm25 if best_bm25 > 0 else 0.0
+            b = keyword_score / best_bm25 if best_bm25 > 0 else 0.0
             both = row in semantic and row in lexical
             fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
             scored.append((fused, row))
@@ -173,8 +177,8 @@ class HybridIndex:
         wanted = set(tokens)
         best = max((bm25[row] for row in lexical), default=0.0)
         scored = []
-        for row in lexical:
-            share = len(wanted & set(keyword_tokens(index_text(self.chunks[row])))) / max(len(wanted), 1)
+        for row in lexical:  # the postings know which terms a chunk holds: no need to tokenise it again
+            share = sum(self._bm25.contains(t, row) for t in wanted) / max(len(wanted), 1)
             if share > 0 and best > 0:
                 scored.append((settings.vector_weight * share + settings.keyword_weight * bm25[row] / best, row))
         return scored
@@ -215,7 +219,7 @@ class HybridIndex:
         chunks = (asdict(chunk) for chunk in self.chunks)
 
         def write(tmp: Path) -> None:
-            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest())
+            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_arrays(), self.manifest())
             TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
 
         replace_directory(path, write)
@@ -247,14 +251,13 @@ class HybridIndex:
             count = manifest["chunks"]
             vectors = index_files.read_vectors(path, manifest["dim"], count)
             chunks = [Chunk(**record) for record in index_files.read_chunks(path, count)]
-            try:
-                bm25 = BM25.from_dict(index_files.read_keywords(path))
-            except index_files.DamagedFile:
-                raise
+            keywords, state = index_files.read_keywords(path, ARRAYS)
+            try:  # an index saved before bm25.npz has its JSON state: it still loads
+                bm25 = BM25.from_arrays(state) if keywords == index_files.KEYWORDS else BM25.from_dict(state)
             except ValueError as exc:
-                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {exc}") from None
+                raise index_files.DamagedFile(f"{keywords}: {exc}") from None
             if len(bm25) != count:
-                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {len(bm25)} documents but "
+                raise index_files.DamagedFile(f"{keywords}: {len(bm25)} documents but "
                                               f"{index_files.MANIFEST} says {count} chunks")
         except IngestError:
             raise
@@ -276,7 +279,7 @@ def _check_replaceable(path: Path) -> None:
     mistake must not swap the user's documents away."""
     if path.is_file():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
-    known = (*index_files.FILES, *TextVectors.FILES)
+    known = (*index_files.KNOWN, *TextVectors.FILES)
     try:
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
     except FileNotFoundError:  # nothing there, or a concurrent save has it renamed away for an instant
