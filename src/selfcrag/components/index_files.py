@@ -66,7 +66,7 @@ def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]],
 
     _write(directory / VECTORS, [faiss.serialize_index(vectors).tobytes()])
     _write(directory / CHUNKS, ((json.dumps(c, ensure_ascii=False) + "\n").encode() for c in chunks))
-    with (directory / KEYWORDS).open("wb") as out:  # uncompressed: an array's size is its stored size, checked on reading
+    with (directory / KEYWORDS).open("wb") as out:  # uncompressed: an array is as big as its stored bytes (checked)
         np.savez(out, **bm25)  # type: ignore[arg-type]
     _write(directory / MANIFEST, [(json.dumps(manifest, indent=2) + "\n").encode()])
 
