@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -44,6 +43,9 @@ from selfcrag.nodes import (
     web_search,
 )
 from selfcrag.state import InputState, OutputState, State
+
+if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
+    from langchain_core.language_models import BaseChatModel
 
 NODES = (prepare, retrieve, grade_documents, refine, web_search, generate, check_hallucination,
          grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
