@@ -541,6 +541,93 @@ def test_bm25_state_is_checked_before_it_is_used() -> None:
             BM25.from_dict(state)
 
 
+# --- the vector index type (vector_index.py) -----------------------------------------------------------
+
+
+def many_chunks(n: int = 300) -> list:
+    words = ["refund", "invoice", "shipping", "password", "garden", "tomato", "bridge", "river", "card", "bank"]
+    texts = {f"doc{i}": " ".join(words[(i * 7 + j * 3) % len(words)] + str(j % (i % 5 + 2)) for j in range(12))
+             for i in range(n)}
+    return chunk_documents([SourceDocument(d, d, f"{d}.md", t) for d, t in texts.items()])
+
+
+def test_hnsw_index_is_recorded_and_round_trips(tmp_path: Path) -> None:
+    from selfcrag.components.vector_index import kind_of
+
+    chunks = many_chunks()
+    flat = HybridIndex.build(chunks, BowEmbedder(), vector_kind="flat")
+    hnsw = HybridIndex.build(chunks, BowEmbedder(), vector_kind="hnsw")  # loaded below: the same graph
+    assert (kind_of(flat._vectors), kind_of(hnsw._vectors)) == ("flat", "hnsw")
+    hnsw.save(tmp_path / "idx")
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["vector_index"] == "hnsw"
+    loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    assert kind_of(loaded._vectors) == "hnsw"
+    for query in ["refund3 invoice1", "garden tomato2", "bridge0 river1 bank", "password4 card"]:
+        assert [p["id"] for p in loaded.retrieve(query, ctx(k=5, min_similarity=0))] == \
+            [p["id"] for p in hnsw.retrieve(query, ctx(k=5, min_similarity=0))]
+
+
+def test_hnsw_search_matches_flat_on_a_small_index() -> None:
+    from selfcrag.components.vector_index import build, search
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((500, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    flat, hnsw = build(vectors, "flat"), build(vectors, "hnsw")
+    hits = sum(len(set(search(flat, q[None], 5).tolist()) & set(search(hnsw, q[None], 5).tolist()))
+               for q in vectors[:50])
+    assert hits >= 0.95 * 250  # approximate, but at this size it misses next to nothing
+
+
+def test_vector_index_setting_picks_the_type(monkeypatch) -> None:
+    from selfcrag.components.vector_index import AUTO_HNSW_FROM, chosen, kind_of
+
+    assert chosen("auto", AUTO_HNSW_FROM - 1) == "flat" and chosen("auto", AUTO_HNSW_FROM) == "hnsw"
+    assert chosen("flat", 10**7) == "flat" and chosen("hnsw", 3) == "hnsw"
+    with pytest.raises(ValueError, match="unknown vector_index 'ivf'"):
+        chosen("ivf", 3)
+    monkeypatch.setenv("SELFCRAG_VECTOR_INDEX", "hnsw")  # the operator's setting, read at build
+    assert kind_of(HybridIndex.build(kb_chunks(), BowEmbedder())._vectors) == "hnsw"
+
+
+def _hnsw_graph(change):
+    """Rewrite one array of a saved HNSW index's graph (vectors.faiss) in place, keeping its length."""
+    def damage(idx: Path) -> None:
+        import struct
+
+        data = bytearray((idx / "vectors.faiss").read_bytes())
+        at = struct.calcsize("<4siqqqBi")
+        for name, dtype in (("assign_probas", "<f8"), ("cum", "<i4"), ("levels", "<i4"), ("offsets", "<u8"),
+                            ("neighbors", "<i4")):
+            count = struct.unpack_from("<Q", data, at)[0]
+            size = count * np.dtype(dtype).itemsize
+            if name == "neighbors":
+                values = np.frombuffer(bytes(data[at + 8 : at + 8 + size]), dtype=dtype).copy()
+                change(values)
+                data[at + 8 : at + 8 + size] = values.tobytes()
+            at += 8 + size
+        (idx / "vectors.faiss").write_bytes(bytes(data))
+    return damage
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (_hnsw_graph(lambda n: n.__setitem__(0, 10**6)), "HNSW graph is inconsistent (a neighbour id is out of range)"),
+    (_truncate("vectors.faiss", 0.02), "runs past the end of the file"),
+    (_truncate("vectors.faiss", 0.9), "but its header claims"),
+    (lambda idx: _rewrite_json(idx / "manifest.json", lambda m: m.update(vector_index="flat")),
+     "not a flat inner-product FAISS index (type b'IHNf'"),
+    (lambda idx: _rewrite_json(idx / "manifest.json", lambda m: m.update(vector_index="ivf")),
+     'manifest.json: "vector_index" must be "flat" or "hnsw"'),
+])
+def test_a_damaged_hnsw_index_is_refused_before_faiss_reads_it(damage, message: str, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    HybridIndex.build(kb_chunks(), BowEmbedder(), vector_kind="hnsw").save(idx)
+    damage(idx)
+    with pytest.raises(IngestError) as err:
+        HybridIndex.load(idx, BowEmbedder())
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
 # --- saving whole or not at all ---------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import struct
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -100,19 +100,31 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     for name in ("tokenizer", "created"):
         if name in manifest and not isinstance(manifest[name], str):
             raise DamagedFile(f'{MANIFEST}: "{name}" must be a string')
+    if manifest.get("vector_index", "flat") not in ("flat", "hnsw"):  # absent: saved before HNSW, so flat
+        raise DamagedFile(f'{MANIFEST}: "vector_index" must be "flat" or "hnsw"')
     if manifest["dim"] <= 0 or manifest["chunks"] < 0:
         raise DamagedFile(f'{MANIFEST}: "dim" must be positive and "chunks" not negative')
     return manifest
 
 
-def read_vectors(directory: Path, dim: int, count: int) -> Any:
-    """The FAISS index, after its header has been checked against the file's size and the manifest."""
+def read_vectors(directory: Path, dim: int, count: int, kind: str = "flat") -> Any:
+    """The FAISS index (`kind` as the manifest records it), after every size its file claims has been checked
+    against the file's real size and the manifest."""
     import faiss
 
     path = directory / VECTORS
     size = path.stat().st_size
     with path.open("rb") as f:
-        head = f.read(_HEADER.size)
+        if kind == "hnsw":
+            _check_hnsw(f, size, dim, count)
+        _check_flat(f, size, dim, count)
+    return faiss.read_index(str(path))
+
+
+def _check_flat(f: BinaryIO, size: int, dim: int, count: int) -> None:
+    """A flat inner-product index from the file's position to its end (the whole file, or an HNSW's storage)."""
+    at = f.tell()
+    head = f.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise DamagedFile(f"{VECTORS}: {size} bytes, too short for a FAISS header")
     fourcc, d, ntotal, _, _, _, metric, floats = _HEADER.unpack(head)
@@ -120,14 +132,68 @@ def read_vectors(directory: Path, dim: int, count: int) -> Any:
         raise DamagedFile(f"{VECTORS}: not a flat inner-product FAISS index (type {fourcc!r}, metric {metric})")
     if d <= 0 or ntotal < 0 or floats != d * ntotal:
         raise DamagedFile(f"{VECTORS}: header is inconsistent ({ntotal} vectors of {d} dimensions, {floats} floats)")
-    claimed = _HEADER.size + 4 * floats
+    claimed = at + _HEADER.size + 4 * floats
     if size != claimed:
         raise DamagedFile(f"{VECTORS}: {size:,} bytes but its header claims {ntotal:,} vectors of {d} dimensions "
                           f"({claimed:,} bytes)")
     if (d, ntotal) != (dim, count):
         raise DamagedFile(f"{VECTORS}: holds {ntotal} vectors of {d} dimensions but {MANIFEST} says "
                           f"{count} of {dim}")
-    return faiss.read_index(str(path))
+
+
+# faiss's IndexHNSWFlat on disk: fourcc, d, ntotal, two unused int64, is_trained, metric; then the graph as five
+# length-prefixed arrays and five int32 (entry point, top level, efConstruction, efSearch, unused); then its
+# vectors as a flat index. faiss believes every length and every neighbour id (an id past the end is read at search
+# time, not checked), so each is checked here first.
+_HNSW = b"IHNf"
+_HNSW_HEADER = struct.Struct("<4siqqqBi")
+_HNSW_ARRAYS = (("assign_probas", "<f8"), ("cum_nneighbor_per_level", "<i4"), ("levels", "<i4"),
+                ("offsets", "<u8"), ("neighbors", "<i4"))
+_HNSW_TAIL = struct.Struct("<5i")
+
+
+def _check_hnsw(f: BinaryIO, size: int, dim: int, count: int) -> None:
+    head = f.read(_HNSW_HEADER.size)
+    if len(head) < _HNSW_HEADER.size:
+        raise DamagedFile(f"{VECTORS}: {size} bytes, too short for a FAISS header")
+    fourcc, d, ntotal, _, _, _, metric = _HNSW_HEADER.unpack(head)
+    if fourcc != _HNSW or metric != 0:
+        raise DamagedFile(f"{VECTORS}: not an HNSW inner-product FAISS index (type {fourcc!r}, metric {metric})")
+    if (d, ntotal) != (dim, count):
+        raise DamagedFile(f"{VECTORS}: holds {ntotal} vectors of {d} dimensions but {MANIFEST} says "
+                          f"{count} of {dim}")
+    graph: dict[str, np.ndarray] = {}
+    for name, dtype in _HNSW_ARRAYS:
+        length = f.read(8)
+        values = struct.unpack("<Q", length)[0] if len(length) == 8 else -1
+        need = values * np.dtype(dtype).itemsize
+        if values < 0 or f.tell() + need > size:
+            raise DamagedFile(f"{VECTORS}: its HNSW {name} runs past the end of the file ({size:,} bytes)")
+        graph[name] = np.frombuffer(f.read(need), dtype=dtype)
+    tail = f.read(_HNSW_TAIL.size)
+    if len(tail) < _HNSW_TAIL.size:
+        raise DamagedFile(f"{VECTORS}: {size:,} bytes, cut inside its HNSW graph")
+    entry, top, _, ef_search, _ = _HNSW_TAIL.unpack(tail)
+    cum, levels, offsets, neighbors = (graph[n] for n in ("cum_nneighbor_per_level", "levels", "offsets",
+                                                          "neighbors"))
+    problem = ""
+    if len(cum) < 2 or cum[0] != 0 or (np.diff(cum) < 0).any():
+        problem = "neighbours per level are not counts"
+    elif len(levels) != ntotal or len(offsets) != ntotal + 1:
+        problem = f"{len(levels)} levels and {len(offsets)} offsets for {ntotal} vectors"
+    elif ntotal and (levels.min() < 1 or levels.max() >= len(cum)):
+        problem = "a vector's level is out of range"
+    elif offsets[0] != 0 or offsets[-1] != len(neighbors) or not np.array_equal(np.diff(offsets.astype(np.int64)),
+                                                                                cum[levels]):
+        problem = "neighbour offsets do not match the levels"
+    elif len(neighbors) and (neighbors.min() < -1 or neighbors.max() >= ntotal):
+        problem = "a neighbour id is out of range"
+    elif ntotal and not (0 <= entry < ntotal and top == levels[entry] - 1 == levels.max() - 1):
+        problem = "its entry point is not a vector of the top level"
+    elif not 0 < ef_search <= 100_000:  # the depth of every search: it sizes each query's heaps
+        problem = f"search depth {ef_search} is out of range"
+    if problem:
+        raise DamagedFile(f"{VECTORS}: HNSW graph is inconsistent ({problem})")
 
 
 def _chunk_record(line: bytes, lineno: int) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from selfcrag.components import index_files
+from selfcrag.components import index_files, vector_index
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
 from selfcrag.components.bm25 import ARRAYS, BM25
@@ -84,7 +84,7 @@ class HybridIndex:
         self.chunks = chunks
         self.embedder = embedder
         self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
-        self._vectors = vectors  # faiss.IndexFlatIP
+        self._vectors = vectors  # faiss.IndexFlatIP or IndexHNSWFlat (vector_index.py)
         self._bm25 = bm25
         self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
 
@@ -105,10 +105,11 @@ class HybridIndex:
     @classmethod
     def build(
         cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None,
-        text_vectors: bool = True,
+        text_vectors: bool = True, vector_kind: str | None = None,
     ) -> HybridIndex:
         """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
-        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts."""
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts.
+        `vector_kind`: auto, flat or hnsw (vector_index.py); default the operator's `vector_index` setting."""
         import faiss
 
         if not chunks:
@@ -117,9 +118,12 @@ class HybridIndex:
         passages = [c.text for c in chunks] if text_vectors else []
         vectors, store = embed_index(embedder, texts, passages, on_progress)
         faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
-        flat = faiss.IndexFlatIP(vectors.shape[1])
-        flat.add(vectors)
-        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
+        if vector_kind is None:
+            from selfcrag.context import Context
+
+            vector_kind = Context.from_env().vector_index
+        searched = vector_index.build(vectors, vector_index.chosen(vector_kind, len(chunks)))
+        return cls(list(chunks), searched, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
     def retrieve(self, query: str, settings: Context) -> list[Passage]:
         if not query or not query.strip() or not self.chunks:
@@ -138,8 +142,7 @@ class HybridIndex:
             raise IngestError(f"the embeddings give {qvec.shape[1]}-dimensional vectors but the index holds "
                               f"{self._vectors.d}-dimensional ones; rebuild the index with these embeddings")
         qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
-        _, rows = self._vectors.search(qvec, depth)
-        semantic = {int(r) for r in rows[0] if r >= 0}
+        semantic = {int(r) for r in vector_index.search(self._vectors, qvec, depth) if r >= 0}
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
@@ -206,6 +209,7 @@ class HybridIndex:
             "embedder": _name(self.embedder),
             "tokenizer": TOKENIZER,
             "dim": int(self._vectors.d),
+            "vector_index": vector_index.kind_of(self._vectors),
             "chunks": len(self.chunks),
             "documents": self.documents,
             "created": self.created,
@@ -249,7 +253,7 @@ class HybridIndex:
                 raise _mismatch(directory, "keyword tokenizer", manifest.get("tokenizer", "words/1"), TOKENIZER,
                                 "its keywords would not match the queries'")
             count = manifest["chunks"]
-            vectors = index_files.read_vectors(path, manifest["dim"], count)
+            vectors = index_files.read_vectors(path, manifest["dim"], count, manifest.get("vector_index", "flat"))
             chunks = [Chunk(**record) for record in index_files.read_chunks(path, count)]
             keywords, state = index_files.read_keywords(path, ARRAYS)
             try:  # an index saved before bm25.npz has its JSON state: it still loads
