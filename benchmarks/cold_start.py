@@ -1,11 +1,11 @@
 """Cold start: `selfcrag ask` on the bundled sample vs `python -c "import langgraph.graph"` (the floor), same run.
 
-    .venv/bin/python benchmarks/cold_start.py [--runs 5] [--question "How long do refunds take?"] [--src DIR]
+    .venv/bin/python benchmarks/cold_start.py [--runs 5] [--question "..."] [--before /work/main/src]
 
-Each command runs `--runs` times, alternating (so load on the shared machine hits both alike), in a fresh
-process with its own SELFCRAG_HOME (the sample index cached there by one unmeasured run first, as on a user's
-machine after the first question). CPU is the child's user + system time (`RUSAGE_CHILDREN`), wall is
-`perf_counter`; medians of each. `--src` runs another checkout's code (e.g. main's `src`) for a before/after.
+Each command runs `--runs` times, alternating (so load on the shared machine hits all alike), each a fresh
+process; each source tree has its own SELFCRAG_HOME (the sample index cached there by one unmeasured run first, as
+on a user's machine after the first question). CPU is the child's user + system time (`RUSAGE_CHILDREN`), wall is
+`perf_counter`; medians of each. `--before DIR` also runs another checkout's code (main's `src`) alternately.
 `python -X importtime` of the ask names what its imports cost. Writes benchmarks/results/cold_start.json.
 """
 
@@ -49,29 +49,37 @@ def heaviest_imports(command: list[str], env: dict[str, str], top: int = 12) -> 
     return sorted(rows, key=lambda r: -r["cumulative_ms"])[:top]
 
 
+def environment(src: Path) -> dict[str, str]:
+    """The offline backend as on a fresh machine, with a home of its own per source tree (its sample cache)."""
+    env = {**os.environ, "PYTHONPATH": str(src.resolve()), "SELFCRAG_HOME": tempfile.mkdtemp(prefix="selfcrag-cold-"),
+           "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1"}
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY"):
+        env.pop(key, None)
+    return env
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--runs", type=int, default=5)
     cli.add_argument("--question", default="How long do refunds take?")
     cli.add_argument("--src", type=Path, default=ROOT / "src", help="the selfcrag source to run")
+    cli.add_argument("--before", type=Path, help="another checkout's src (e.g. main's), run alternately as well")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cold_start.json")
     args = cli.parse_args()
-    home = tempfile.mkdtemp(prefix="selfcrag-cold-")
-    env = {**os.environ, "PYTHONPATH": str(args.src.resolve()), "SELFCRAG_HOME": home,
-           "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1"}
-    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY"):  # the offline backend, as on a fresh machine
-        env.pop(key, None)
-    commands = {
-        "selfcrag ask": [sys.executable, "-c", "import sys; from selfcrag.cli import main; sys.exit(main())",
-                         "ask", args.question],
-        "import langgraph.graph": [sys.executable, "-c", "import langgraph.graph"],
-    }
-    measured(commands["selfcrag ask"], env)  # builds and caches the sample index, unmeasured
+    ask = [sys.executable, "-c", "import sys; from selfcrag.cli import main; sys.exit(main())", "ask", args.question]
+    commands = {"selfcrag ask": (ask, environment(args.src)),
+                "import langgraph.graph": ([sys.executable, "-c", "import langgraph.graph"], environment(args.src))}
+    if args.before:
+        commands["selfcrag ask (before)"] = (ask, environment(args.before))
+    for name, (command, env) in commands.items():
+        if name != "import langgraph.graph":
+            measured(command, env)  # builds and caches the sample index, unmeasured
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(args.runs):
-        for name, command in commands.items():
+        for name, (command, env) in commands.items():
             samples[name].append(measured(command, env))
-    result: dict = {"src": str(args.src), "runs": args.runs, "question": args.question}
+    result: dict = {"src": str(args.src), "before": str(args.before or ""), "runs": args.runs,
+                    "question": args.question}
     print(f"{'command':<24}{'CPU med s':>10}{'wall med s':>11}")
     for name, rows in samples.items():
         cpu, wall = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
@@ -81,7 +89,7 @@ def main() -> int:
     floor = result["import langgraph.graph"]["cpu_s_median"]
     result["ask_over_floor_cpu"] = round(result["selfcrag ask"]["cpu_s_median"] / max(floor, 1e-6), 2)
     print(f"selfcrag ask = {result['ask_over_floor_cpu']}x the floor's CPU")
-    result["ask_imports"] = heaviest_imports(commands["selfcrag ask"], env)
+    result["ask_imports"] = heaviest_imports(*commands["selfcrag ask"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

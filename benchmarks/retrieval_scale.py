@@ -8,11 +8,14 @@ expensive case). Per query, what `HybridIndex.retrieve` asks of BM25: every scor
 `old` is the dict-of-lists BM25 this replaced (its scoring loop, kept below), run side by side where affordable;
 both give the same top rows (checked). Build: the array BM25 built from token lists at 10k/100k; at 1M its arrays
 are made with numpy and loaded through `from_arrays` (the load path, checks included).
-Vector part: random-normal unit vectors (384 dimensions, no embedding model), single-query search as the retriever
+Vector part: random-normal unit vectors (384 dimensions, no embedding model), and the same clustered around
+size/100 centres (text embeddings have neighbourhoods; pure noise has none); queries near a chunk; single-query
+search as the retriever
 does (`vector_index.search`, one OpenMP thread): FAISS flat (exact) vs HNSW as `vector_index.build` makes it
-(M=32, efSearch 128) and IVF (4*sqrt(n) lists, nprobe 16, for comparison), recall@5 against flat. Random
-vectors are the hardest case for an approximate index (no clusters to exploit), so recall here is a lower bound.
-Process CPU time per query (`time.process_time`), p50 and p95; memory as the growth of max RSS while building.
+(M=32, efSearch 128) and IVF (4*sqrt(n) lists, nprobe 16, for comparison), recall@5 against flat. Pure noise is
+the worst case for an approximate index (every vector nearly equidistant), so its recall is a lower bound.
+Process CPU time per query (`time.process_time`), p50 and p95; memory: the keyword arrays' bytes and the growth
+of max RSS while building them, each FAISS index's serialised size.
 Prints a table and writes benchmarks/results/retrieval_scale.json.
 """
 
@@ -129,6 +132,8 @@ def keyword(size: int, queries: int, with_old: bool) -> dict:
     out["build_cpu_s"] = round(time.process_time() - cpu, 2)
     out["postings"] = len(new.rows)
     out["rss_growth_mb"] = round(rss_mb() - before, 1)
+    out["index_mb"] = round(sum(a.nbytes for a in (new.rows, new.tf, new.doc_len, new.start, new._weights,
+                                                    new._idf)) / 2**20, 1)
     new_ms, new_top = timed(lambda q: BM25.best(new.score_all(q), DEPTH), asked)
     out["new"] = summary(new_ms)
     if with_old and documents:
@@ -143,20 +148,29 @@ def keyword(size: int, queries: int, with_old: bool) -> dict:
     return out
 
 
-def vectors(size: int, queries: int, kinds: list[str]) -> dict:
+def unit_vectors(rng: np.random.Generator, size: int, clustered: bool) -> np.ndarray:
+    """Random-normal unit vectors; `clustered`: around size/100 random centres (noise of the same scale as the
+    centres), so that a vector's neighbours are nearer than the rest, as in text embeddings."""
+    data = rng.standard_normal((size, DIM), dtype=np.float32)
+    if clustered:
+        centres = rng.standard_normal((max(size // 100, 1), DIM), dtype=np.float32)
+        data = data * 0.7 + centres[rng.integers(0, len(centres), size)]
+    return data / np.linalg.norm(data, axis=1, keepdims=True)
+
+
+def vectors(size: int, queries: int, kinds: list[str], clustered: bool) -> dict:
     import faiss
 
     from selfcrag.components.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS, HNSW_SEARCH_DEPTH, search
 
     rng = np.random.default_rng(size)
-    data = rng.standard_normal((size, DIM), dtype=np.float32)
-    faiss.normalize_L2(data)
-    asked = rng.standard_normal((queries, DIM), dtype=np.float32)
-    faiss.normalize_L2(asked)
-    out: dict = {"chunks": size}
+    data = unit_vectors(rng, size, clustered)
+    asked = data[rng.choice(size, queries, replace=False)] + 0.1 * unit_vectors(rng, queries, False)  # near a chunk
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
+    out: dict = {"chunks": size, "vectors": "clustered" if clustered else "random-normal"}
     truth = None
     for kind in ["flat", *kinds]:
-        before, cpu = rss_mb(), time.process_time()
+        cpu = time.process_time()
         if kind == "flat":
             index = faiss.IndexFlatIP(DIM)
         elif kind == "hnsw":
@@ -168,7 +182,8 @@ def vectors(size: int, queries: int, kinds: list[str]) -> dict:
             index.train(data[rng.choice(size, min(size, 40 * lists), replace=False)])
             index.nprobe = 16
         index.add(data)
-        row = {"build_cpu_s": round(time.process_time() - cpu, 2), "rss_growth_mb": round(rss_mb() - before, 1)}
+        row = {"build_cpu_s": round(time.process_time() - cpu, 2),
+               "index_mb": round(len(faiss.serialize_index(index)) / 2**20, 1)}
         ms, found = timed(lambda q, index=index: search(index, q.reshape(1, -1), DEPTH), asked)
         row.update(summary(ms))
         if kind == "flat":
@@ -201,15 +216,17 @@ def main() -> int:
               f"{row['new']['p95_ms']:>8} {old.get('p50_ms', '-'):>8} {old.get('p95_ms', '-'):>8} "
               f"{row.get('old_over_new_p50', '-'):>6}", flush=True)
     if not args.no_vectors:
-        print(f"{'chunks':>9} {'kind':>5} {'build s':>8} {'MB':>7} {'p50 ms':>8} {'p95 ms':>8} {'recall@5':>9}")
+        print(f"{'chunks':>9} {'vectors':>13} {'kind':>5} {'build s':>8} {'MB':>7} {'p50 ms':>8} {'p95 ms':>8} "
+              f"{'recall@5':>9}")
         for size in sizes:
-            kinds = [k for k in ("hnsw", "ivf") if k != "hnsw" or size <= args.hnsw_up_to]
-            row = vectors(size, args.queries, kinds)
-            results["vector"].append(row)
-            for kind in ("flat", *kinds):
-                r = row[kind]
-                print(f"{size:>9,} {kind:>5} {r['build_cpu_s']:>8} {r['rss_growth_mb']:>7} {r['p50_ms']:>8} "
-                      f"{r['p95_ms']:>8} {r.get('recall_at_5', '-'):>9}", flush=True)
+            for clustered in (False, True):
+                kinds = [k for k in ("hnsw", "ivf") if k != "hnsw" or size <= args.hnsw_up_to]
+                row = vectors(size, args.queries, kinds, clustered)
+                results["vector"].append(row)
+                for kind in ("flat", *kinds):
+                    r = row[kind]
+                    print(f"{size:>9,} {row['vectors']:>13} {kind:>5} {r['build_cpu_s']:>8} {r['index_mb']:>7} "
+                          f"{r['p50_ms']:>8} {r['p95_ms']:>8} {r.get('recall_at_5', '-'):>9}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

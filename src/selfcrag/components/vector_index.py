@@ -48,12 +48,16 @@ def build(vectors: Any, kind: str) -> Any:
 def search(index: Any, query: Any, depth: int) -> Any:
     """Rows of the `depth` nearest vectors to one query (1 x d), best first (-1 pads a short index).
     One OpenMP thread: faiss splits a search by query, so the other threads of a one-query search only spin
-    (10k flat vectors: 9.4 ms of CPU a query with the default threads, 1.4 ms with one). Set per call: it is the
-    calling thread's setting, and LangGraph runs nodes on pool threads."""
+    (10k flat vectors: 9.4 ms of CPU a query with the default threads, 1.4 ms with one). Set per call and put
+    back: it is the calling thread's setting, and LangGraph runs nodes on pool threads."""
     import faiss
 
+    threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
-    return index.search(query, depth)[1][0]
+    try:
+        return index.search(query, depth)[1][0]
+    finally:  # a build later on this thread (HNSW at ingest) keeps its threads
+        faiss.omp_set_num_threads(threads)
 
 
 def kind_of(index: Any) -> str:
