@@ -201,16 +201,23 @@ def main() -> int:
     cli.add_argument("--queries", type=int, default=200)
     cli.add_argument("--old-up-to", type=int, default=100_000, help="run the old BM25 up to this many chunks")
     cli.add_argument("--hnsw-up-to", type=int, default=100_000, help="HNSW up to this size (its build is slow)")
+    cli.add_argument("--kinds", default="hnsw,ivf", help="approximate FAISS indexes to compare with flat")
     cli.add_argument("--no-vectors", action="store_true")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retrieval_scale.json")
     args = cli.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results: dict = {"keyword": [], "vector": [], "queries": args.queries, "depth": DEPTH}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every row: the 1M HNSW build takes many minutes, and what came before is kept
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
     print(f"{'chunks':>9} {'postings':>11} {'build s':>8} {'new p50':>8} {'new p95':>8} {'old p50':>8} "
           f"{'old p95':>8} {'x':>6}  (keyword search, CPU ms per query)")
     for size in sizes:
         row = keyword(size, args.queries, size <= args.old_up_to)
         results["keyword"].append(row)
+        save()
         old = row.get("old", {})
         print(f"{size:>9,} {row['postings']:>11,} {row['build_cpu_s']:>8} {row['new']['p50_ms']:>8} "
               f"{row['new']['p95_ms']:>8} {old.get('p50_ms', '-'):>8} {old.get('p95_ms', '-'):>8} "
@@ -220,15 +227,14 @@ def main() -> int:
               f"{'recall@5':>9}")
         for size in sizes:
             for clustered in (False, True):
-                kinds = [k for k in ("hnsw", "ivf") if k != "hnsw" or size <= args.hnsw_up_to]
+                kinds = [k for k in args.kinds.split(",") if k and (k != "hnsw" or size <= args.hnsw_up_to)]
                 row = vectors(size, args.queries, kinds, clustered)
                 results["vector"].append(row)
+                save()
                 for kind in ("flat", *kinds):
                     r = row[kind]
                     print(f"{size:>9,} {row['vectors']:>13} {kind:>5} {r['build_cpu_s']:>8} {r['index_mb']:>7} "
                           f"{r['p50_ms']:>8} {r['p95_ms']:>8} {r.get('recall_at_5', '-'):>9}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
