@@ -79,7 +79,8 @@ def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
 def build_or_reuse(corpus: Path, directory: Path, embedder: Any) -> dict:
     """The index with its stored vectors in `directory` (built unless there), and one without them beside it."""
     from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.retrieval import MANIFEST, HybridIndex
+    from selfcrag.components.index_files import MANIFEST
+    from selfcrag.components.retrieval import HybridIndex
     from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, withdraw
 
     info: dict[str, Any] = {"index": str(directory), "reused": (directory / MANIFEST).is_file()}

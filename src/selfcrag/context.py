@@ -261,6 +261,14 @@ class Context(BaseModel):
         "generate. The offline backend never speculates.",
     )
 
+    # --- search: the FAISS index type (components/vector_index.py) ---------------------------------
+    vector_index: Literal["auto", "flat", "hnsw"] = operator(
+        "auto",
+        "FAISS index `selfcrag ingest` builds for the chunk vectors: `flat` (exact; its cost grows with the corpus), "
+        "`hnsw` (approximate neighbour graph, about a millisecond a query at any size), `auto` = flat below "
+        "250,000 chunks, else hnsw. Recorded in the index's manifest; loading follows the manifest.",
+    )
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -52,6 +51,9 @@ from selfcrag.nodes import (
 )
 from selfcrag.nodes.speculate import model_backend
 from selfcrag.state import InputState, OutputState, State
+
+if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
+    from langchain_core.language_models import BaseChatModel
 
 NODES = (prepare, contextualize, retrieve, grade_documents, speculate, adopt_draft, refine, web_search, generate,
          check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip

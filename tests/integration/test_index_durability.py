@@ -282,9 +282,9 @@ def _set_chunk_index(index: Path) -> None:
 
 
 def _bm25_row(index: Path) -> None:
-    state = json.loads((index / "bm25.json").read_text(encoding="utf-8"))
-    next(iter(state["postings"].values())).append([7, 1])
-    (index / "bm25.json").write_text(json.dumps(state), encoding="utf-8")
+    arrays = dict(np.load(index / "bm25.npz"))
+    arrays["rows"] = arrays["rows"] + 7  # postings of chunks the index does not have
+    np.savez(index / "bm25.npz", **arrays)
 
 
 def _truncate_vectors(index: Path) -> None:
@@ -294,7 +294,7 @@ def _truncate_vectors(index: Path) -> None:
 
 @pytest.mark.parametrize(("damage", "message"), [
     (_set_chunk_index, 'chunks.jsonl line 2: "chunk_index" must be an integer'),
-    (_bm25_row, "bm25.json: \"postings\" '"),
+    (_bm25_row, 'bm25.npz: "rows" holds a row out of range'),
     (_truncate_vectors, "vectors.faiss: 3,017 bytes but its header claims 2 vectors of 384 dimensions (3,117 bytes)"),
 ])
 def test_ask_on_a_damaged_index_says_what_is_wrong_in_one_line(cli_index: Path, tmp_path: Path, damage,

@@ -239,7 +239,7 @@ def test_short_docs_are_one_chunk_and_long_sentences_stay_whole() -> None:
 # --- BM25 -------------------------------------------------------------------------------------------
 
 
-def test_bm25_finds_identifiers_and_round_trips_through_json() -> None:
+def test_bm25_finds_identifiers_and_round_trips_through_its_arrays() -> None:
     texts = list(KB.values())
     bm25 = BM25([keyword_tokens(t) for t in texts])
     assert bm25.top(keyword_tokens("E1042"), 3)[0][0] == 0
@@ -249,7 +249,7 @@ def test_bm25_finds_identifiers_and_round_trips_through_json() -> None:
     assert bm25.top(keyword_tokens("unknownword"), 3) == []
     assert bm25.top([], 3) == []
 
-    restored = BM25.from_dict(json.loads(json.dumps(bm25.to_dict())))
+    restored = BM25.from_arrays(bm25.to_arrays())
     for query in ("E1042 declined", "shipping business days", "user_123"):
         assert restored.top(keyword_tokens(query), 5) == bm25.top(keyword_tokens(query), 5)
 
@@ -388,7 +388,7 @@ def test_missing_or_incomplete_index_says_how_to_build_one(index: HybridIndex, t
     assert str(err.value) == f"no index at {missing}; build one with `selfcrag ingest PATH --index {missing}`"
 
     index.save(tmp_path / "idx")
-    (tmp_path / "idx" / "bm25.json").unlink()
+    (tmp_path / "idx" / "bm25.npz").unlink()
     with pytest.raises(IngestError, match="no index at"):
         HybridIndex.load(tmp_path / "idx", BowEmbedder())
     index.save(tmp_path / "idx")
@@ -401,6 +401,35 @@ def _rewrite_json(path: Path, change) -> None:
     state = json.loads(path.read_text())
     change(state)
     path.write_text(json.dumps(state))
+
+
+def legacy_state(bm25: BM25) -> dict:
+    """The JSON state indexes kept in bm25.json before bm25.npz (what they still load from)."""
+    postings = {term: [[int(r), int(f)] for r, f in zip(bm25.rows[bm25.start[t]:bm25.start[t + 1]],
+                                                           bm25.tf[bm25.start[t]:bm25.start[t + 1]], strict=True)]
+                for t, term in enumerate(bm25.terms)}
+    return {"format": 1, "k1": bm25.k1, "b": bm25.b, "doc_len": bm25.doc_len.tolist(), "postings": postings}
+
+
+def _legacy(damage):
+    """Turn a saved index into one saved before bm25.npz, then damage its bm25.json."""
+    def convert_then_damage(idx: Path) -> None:
+        from selfcrag.components.bm25 import ARRAYS
+        from selfcrag.components.index_files import read_keywords
+
+        _, arrays = read_keywords(idx, ARRAYS)
+        (idx / "bm25.json").write_text(json.dumps(legacy_state(BM25.from_arrays(arrays))))
+        (idx / "bm25.npz").unlink()
+        damage(idx)
+    return convert_then_damage
+
+
+def _rewrite_arrays(change):
+    def damage(idx: Path) -> None:
+        arrays = dict(np.load(idx / "bm25.npz"))
+        change(arrays)
+        np.savez(idx / "bm25.npz", **arrays)
+    return damage
 
 
 def _chunk_line(n: int, change):
@@ -445,18 +474,25 @@ DAMAGE = {
         "chunks.jsonl: 4 chunks but manifest.json says 5"),
     "chunk line not UTF-8": (lambda idx: (idx / "chunks.jsonl").write_bytes(
         (idx / "chunks.jsonl").read_bytes().replace(b"Tomatoes", b"Tom\xe4toes")), "chunks.jsonl line 5: not UTF-8"),
-    "BM25 row out of range": (lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][_first_term(s)]
-                                                        .append([99, 1])), "row 99 is out of range (5 documents)"),
-    "BM25 row repeated": (lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][_first_term(s)]
-                                                    .insert(0, [4, 1])), "is repeated or out of order"),
-    "BM25 lengths not a list": (lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(doc_len={"0": 3})),
-                                'bm25.json: "doc_len" must be a list of non-negative integers'),
-    "BM25 k1 a string": (lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(k1="1.5")),
+    "BM25 row out of range": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][
+        _first_term(s)].append([99, 1]))), "row 99 is out of range (5 documents)"),
+    "BM25 row repeated": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][
+        _first_term(s)].insert(0, [4, 1]))), "is repeated or out of order"),
+    "BM25 lengths not a list": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(
+        doc_len={"0": 3}))), 'bm25.json: "doc_len" must be a list of non-negative integers'),
+    "BM25 k1 a string": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(k1="1.5"))),
                          'bm25.json: "k1" must be a non-negative number'),
-    "BM25 for fewer chunks": (lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(
-        doc_len=s["doc_len"][:4], postings={t: [p for p in ps if p[0] < 4] for t, ps in s["postings"].items()})),
+    "BM25 for fewer chunks": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(
+        doc_len=s["doc_len"][:4], postings={t: [p for p in ps if p[0] < 4] for t, ps in s["postings"].items()}))),
         "bm25.json: 4 documents but manifest.json says 5 chunks"),
-    "BM25 truncated": (_truncate("bm25.json", 0.5), "bm25.json: invalid JSON at line 1"),
+    "BM25 truncated": (_legacy(_truncate("bm25.json", 0.5)), "bm25.json: invalid JSON at line 1"),
+    "BM25 arrays truncated": (_truncate("bm25.npz", 0.5), "bm25.npz: not a readable archive"),
+    "BM25 arrays row out of range": (_rewrite_arrays(lambda a: a.update(rows=a["rows"] + 5)),
+                                     'bm25.npz: "rows" holds a row out of range (5 documents)'),
+    "BM25 arrays of another type": (_rewrite_arrays(lambda a: a.update(tf=a["tf"].astype(float))),
+                                    'bm25.npz: "tf" must be a one-dimensional int32 array'),
+    "BM25 arrays for fewer chunks": (_rewrite_arrays(lambda a: a.update(doc_len=a["doc_len"][:4])),
+                                     'bm25.npz: "rows" holds a row out of range (4 documents)'),
     "vectors truncated": (_truncate("vectors.faiss", 0.5), "vectors.faiss: 5,142 bytes but its header claims "
                                                            "5 vectors of 512 dimensions (10,285 bytes)"),
     "vectors cut inside the header": (_truncate("vectors.faiss", 0.001), "too short for a FAISS header"),
@@ -489,7 +525,7 @@ def test_a_damaged_index_is_refused_in_one_line_naming_file_and_fault(case: str,
 
 
 def test_bm25_state_is_checked_before_it_is_used() -> None:
-    good = BM25([["a", "b"], ["b"]]).to_dict()
+    good = legacy_state(BM25([["a", "b"], ["b"]]))
     assert BM25.from_dict(good).top(["b"], 2) == BM25([["a", "b"], ["b"]]).top(["b"], 2)
     bad = {
         "not an object": ([], "expected a JSON object"),
@@ -503,6 +539,93 @@ def test_bm25_state_is_checked_before_it_is_used() -> None:
     for state, message in bad.values():
         with pytest.raises(ValueError, match=re.escape(message)):
             BM25.from_dict(state)
+
+
+# --- the vector index type (vector_index.py) -----------------------------------------------------------
+
+
+def many_chunks(n: int = 300) -> list:
+    words = ["refund", "invoice", "shipping", "password", "garden", "tomato", "bridge", "river", "card", "bank"]
+    texts = {f"doc{i}": " ".join(words[(i * 7 + j * 3) % len(words)] + str(j % (i % 5 + 2)) for j in range(12))
+             for i in range(n)}
+    return chunk_documents([SourceDocument(d, d, f"{d}.md", t) for d, t in texts.items()])
+
+
+def test_hnsw_index_is_recorded_and_round_trips(tmp_path: Path) -> None:
+    from selfcrag.components.vector_index import kind_of
+
+    chunks = many_chunks()
+    flat = HybridIndex.build(chunks, BowEmbedder(), vector_kind="flat")
+    hnsw = HybridIndex.build(chunks, BowEmbedder(), vector_kind="hnsw")  # loaded below: the same graph
+    assert (kind_of(flat._vectors), kind_of(hnsw._vectors)) == ("flat", "hnsw")
+    hnsw.save(tmp_path / "idx")
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["vector_index"] == "hnsw"
+    loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    assert kind_of(loaded._vectors) == "hnsw"
+    for query in ["refund3 invoice1", "garden tomato2", "bridge0 river1 bank", "password4 card"]:
+        assert [p["id"] for p in loaded.retrieve(query, ctx(k=5, min_similarity=0))] == \
+            [p["id"] for p in hnsw.retrieve(query, ctx(k=5, min_similarity=0))]
+
+
+def test_hnsw_search_matches_flat_on_a_small_index() -> None:
+    from selfcrag.components.vector_index import build, search
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((500, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    flat, hnsw = build(vectors, "flat"), build(vectors, "hnsw")
+    hits = sum(len(set(search(flat, q[None], 5).tolist()) & set(search(hnsw, q[None], 5).tolist()))
+               for q in vectors[:50])
+    assert hits >= 0.95 * 250  # approximate, but at this size it misses next to nothing
+
+
+def test_vector_index_setting_picks_the_type(monkeypatch) -> None:
+    from selfcrag.components.vector_index import AUTO_HNSW_FROM, chosen, kind_of
+
+    assert chosen("auto", AUTO_HNSW_FROM - 1) == "flat" and chosen("auto", AUTO_HNSW_FROM) == "hnsw"
+    assert chosen("flat", 10**7) == "flat" and chosen("hnsw", 3) == "hnsw"
+    with pytest.raises(ValueError, match="unknown vector_index 'ivf'"):
+        chosen("ivf", 3)
+    monkeypatch.setenv("SELFCRAG_VECTOR_INDEX", "hnsw")  # the operator's setting, read at build
+    assert kind_of(HybridIndex.build(kb_chunks(), BowEmbedder())._vectors) == "hnsw"
+
+
+def _hnsw_graph(change):
+    """Rewrite one array of a saved HNSW index's graph (vectors.faiss) in place, keeping its length."""
+    def damage(idx: Path) -> None:
+        import struct
+
+        data = bytearray((idx / "vectors.faiss").read_bytes())
+        at = struct.calcsize("<4siqqqBi")
+        for name, dtype in (("assign_probas", "<f8"), ("cum", "<i4"), ("levels", "<i4"), ("offsets", "<u8"),
+                            ("neighbors", "<i4")):
+            count = struct.unpack_from("<Q", data, at)[0]
+            size = count * np.dtype(dtype).itemsize
+            if name == "neighbors":
+                values = np.frombuffer(bytes(data[at + 8 : at + 8 + size]), dtype=dtype).copy()
+                change(values)
+                data[at + 8 : at + 8 + size] = values.tobytes()
+            at += 8 + size
+        (idx / "vectors.faiss").write_bytes(bytes(data))
+    return damage
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (_hnsw_graph(lambda n: n.__setitem__(0, 10**6)), "HNSW graph is inconsistent (a neighbour id is out of range)"),
+    (_truncate("vectors.faiss", 0.02), "runs past the end of the file"),
+    (_truncate("vectors.faiss", 0.9), "but its header claims"),
+    (lambda idx: _rewrite_json(idx / "manifest.json", lambda m: m.update(vector_index="flat")),
+     "not a flat inner-product FAISS index (type b'IHNf'"),
+    (lambda idx: _rewrite_json(idx / "manifest.json", lambda m: m.update(vector_index="ivf")),
+     'manifest.json: "vector_index" must be "flat" or "hnsw"'),
+])
+def test_a_damaged_hnsw_index_is_refused_before_faiss_reads_it(damage, message: str, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    HybridIndex.build(kb_chunks(), BowEmbedder(), vector_kind="hnsw").save(idx)
+    damage(idx)
+    with pytest.raises(IngestError) as err:
+        HybridIndex.load(idx, BowEmbedder())
+    assert message in str(err.value) and "\n" not in str(err.value)
 
 
 # --- saving whole or not at all ---------------------------------------------------------------------

@@ -16,6 +16,7 @@ import threading
 import unicodedata
 import weakref
 from collections import OrderedDict
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -91,6 +92,26 @@ def embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return np.stack([found[t] for t in texts])
 
 
+def query_vector(embedder: Embedder, query: str) -> np.ndarray:
+    """The retriever's vector of `query` (`embed_query`), kept in the cache `embed()` reads: the graders then
+    compare the same question without embedding it a second time (a third of a warm question's model calls).
+    For the local model a query's and a document's vector are the same; for a LangChain embedder that tells them
+    apart, the graders see the question as the query it is."""
+    try:
+        with _lock:
+            cache = _caches.setdefault(embedder, OrderedDict())
+            if query in cache:
+                return cache[query]
+    except TypeError:  # an embedder that cannot be weakly referenced: no cache
+        return np.asarray(embedder.embed_query(query), dtype=np.float32)
+    vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    with _lock:
+        cache[query] = vector
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    return vector
+
+
 def passage_texts(text: str) -> list[str]:
     """What the relevance grader embeds of a passage: the whole text, then each sentence."""
     return [text, *(split_sentences(text) or [text])]
@@ -112,7 +133,12 @@ def fold(text: str) -> str:
 
 
 def terms_of(text: str) -> set[str]:
-    return {term(w) for w in words(fold(text)) if w not in STOPWORDS}
+    return set(_terms(text))
+
+
+@lru_cache(maxsize=8192)  # every grader reads the same passages and sentences: tokenise each once (a warm question
+def _terms(text: str) -> frozenset[str]:  # spent a fifth of its CPU here, benchmarks/question_cpu.py)
+    return frozenset(term(w) for w in words(fold(text)) if w not in STOPWORDS)
 
 
 # Light verbs of questions carry no topic ("what does E1042 mean", "how do I get ...", "E1042 是什么意思").

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from selfcrag.components import index_files
+from selfcrag.components import index_files, vector_index
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage, Retriever
-from selfcrag.components.bm25 import BM25
+from selfcrag.components.bm25 import ARRAYS, BM25
 from selfcrag.components.documents import Chunk, IngestError, SourceDocument, chunk_documents, load_documents
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
@@ -87,7 +87,7 @@ class HybridIndex:
         self.chunks = chunks
         self.embedder = embedder
         self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
-        self._vectors = vectors  # faiss.IndexFlatIP
+        self._vectors = vectors  # faiss.IndexFlatIP or IndexHNSWFlat (vector_index.py)
         self._bm25 = bm25
         self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
         self.doc_hashes: dict[str, str] = {}  # doc id -> content hash, when ingest() built it (ingest.py)
@@ -110,10 +110,11 @@ class HybridIndex:
     @classmethod
     def build(
         cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None,
-        text_vectors: bool = True,
+        text_vectors: bool = True, vector_kind: str | None = None,
     ) -> HybridIndex:
         """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
-        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts."""
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts.
+        `vector_kind`: auto, flat or hnsw (vector_index.py); default the operator's `vector_index` setting."""
         import faiss
 
         if not chunks:
@@ -122,34 +123,40 @@ class HybridIndex:
         passages = [c.text for c in chunks] if text_vectors else []
         vectors, store = embed_index(embedder, texts, passages, on_progress)
         faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
-        flat = faiss.IndexFlatIP(vectors.shape[1])
-        flat.add(vectors)
-        return cls(list(chunks), flat, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
+        if vector_kind is None:
+            from selfcrag.context import Context
+
+            vector_kind = Context.from_env().vector_index
+        searched = vector_index.build(vectors, vector_index.chosen(vector_kind, len(chunks)))
+        return cls(list(chunks), searched, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
     def retrieve(self, query: str, settings: Context) -> list[Passage]:
         if not query or not query.strip() or not self.chunks:
             return []
         depth = min(len(self.chunks), CANDIDATES_PER_K * settings.k)
         tokens = keyword_tokens(query)
-        bm25 = self._bm25.scores(tokens)
-        lexical = {row for row, _ in sorted(bm25.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]}
+        bm25 = self._bm25.score_all(tokens)  # one array over the whole index, 0 where no term matches
+        ranked = self._bm25.best(bm25, depth)
+        lexical = {row for row, _ in ranked}
         if not reads(self.embedder, query):
-            return self._top(self._keyword_scored(tokens, bm25, lexical, settings), settings)
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(1, -1)
+            return self._top(self._keyword_scored(tokens, dict(ranked), lexical, settings), settings)
+        from selfcrag.components.offline_grading import query_vector  # the graders' cache: embedded once a round
+
+        qvec = np.array(query_vector(self.embedder, query), dtype=np.float32).reshape(1, -1)
         if qvec.shape[1] != self._vectors.d:
             raise IngestError(f"the embeddings give {qvec.shape[1]}-dimensional vectors but the index holds "
                               f"{self._vectors.d}-dimensional ones; rebuild the index with these embeddings")
         qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
-        _, rows = self._vectors.search(qvec, depth)
-        semantic = {int(r) for r in rows[0] if r >= 0}
+        semantic = {int(r) for r in vector_index.search(self._vectors, qvec, depth) if r >= 0}
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
-        best_bm25 = max((bm25.get(row, 0.0) for row in candidates), default=0.0)
+        keyword = bm25[candidates].tolist()
+        best_bm25 = max(keyword, default=0.0)
         identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
 
         scored: list[tuple[float, int]] = []
-        for row, cosine in zip(candidates, cosines.tolist(), strict=True):
+        for row, cosine, keyword_score in zip(candidates, cosines.tolist(), keyword, strict=True):
             # Quality gate. A small embedding model sees "E1042" as a few meaningless word pieces, so the
             # passage defining it can score low on cosine; an exact identifier match is stronger evidence
             # than any similarity, so it passes the gate. Plain word overlap does not: BM25 always has a
@@ -161,7 +168,7 @@ class HybridIndex:
             # candidate to 1 even when every candidate is off-topic, so the fused score stops saying how good
             # the match is (top score 1.07 for answerable and unanswerable questions alike; raw: 0.85 vs 0.82).
             v = min(max(cosine, 0.0), 1.0)
-            b = bm25.get(row, 0.0) / best_bm25 if best_bm25 > 0 else 0.0
+            b = keyword_score / best_bm25 if best_bm25 > 0 else 0.0
             both = row in semantic and row in lexical
             fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
             scored.append((fused, row))
@@ -178,8 +185,8 @@ class HybridIndex:
         wanted = set(tokens)
         best = max((bm25[row] for row in lexical), default=0.0)
         scored = []
-        for row in lexical:
-            share = len(wanted & set(keyword_tokens(index_text(self.chunks[row])))) / max(len(wanted), 1)
+        for row in lexical:  # the postings know which terms a chunk holds: no need to tokenise it again
+            share = sum(self._bm25.contains(t, row) for t in wanted) / max(len(wanted), 1)
             if share > 0 and best > 0:
                 scored.append((settings.vector_weight * share + settings.keyword_weight * bm25[row] / best, row))
         return scored
@@ -207,6 +214,7 @@ class HybridIndex:
             "embedder": _name(self.embedder),
             "tokenizer": TOKENIZER,
             "dim": int(self._vectors.d),
+            "vector_index": vector_index.kind_of(self._vectors),
             "chunks": len(self.chunks),
             "documents": self.documents,
             "created": self.created,
@@ -220,7 +228,7 @@ class HybridIndex:
         chunks = (asdict(chunk) for chunk in self.chunks)
 
         def write(tmp: Path) -> None:
-            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_dict(), self.manifest())
+            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_arrays(), self.manifest())
             TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
             if self.doc_hashes:
                 (tmp / DOC_HASHES).write_text(json.dumps({"documents": self.doc_hashes}, ensure_ascii=False))
@@ -252,16 +260,15 @@ class HybridIndex:
                 raise _mismatch(directory, "keyword tokenizer", manifest.get("tokenizer", "words/1"), TOKENIZER,
                                 "its keywords would not match the queries'")
             count = manifest["chunks"]
-            vectors = index_files.read_vectors(path, manifest["dim"], count)
+            vectors = index_files.read_vectors(path, manifest["dim"], count, manifest.get("vector_index", "flat"))
             chunks = [Chunk(**record) for record in index_files.read_chunks(path, count)]
-            try:
-                bm25 = BM25.from_dict(index_files.read_keywords(path))
-            except index_files.DamagedFile:
-                raise
+            keywords, state = index_files.read_keywords(path, ARRAYS)
+            try:  # an index saved before bm25.npz has its JSON state: it still loads
+                bm25 = BM25.from_arrays(state) if keywords == index_files.KEYWORDS else BM25.from_dict(state)
             except ValueError as exc:
-                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {exc}") from None
+                raise index_files.DamagedFile(f"{keywords}: {exc}") from None
             if len(bm25) != count:
-                raise index_files.DamagedFile(f"{index_files.KEYWORDS}: {len(bm25)} documents but "
+                raise index_files.DamagedFile(f"{keywords}: {len(bm25)} documents but "
                                               f"{index_files.MANIFEST} says {count} chunks")
         except IngestError:
             raise
@@ -302,7 +309,7 @@ def _check_replaceable(path: Path) -> None:
     mistake must not swap the user's documents away."""
     if path.is_file():
         raise IngestError(f"{path} is a file; an index needs a directory of its own")
-    known = (*index_files.FILES, *TextVectors.FILES, DOC_HASHES)
+    known = (*index_files.KNOWN, *TextVectors.FILES, DOC_HASHES)
     try:
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in known)
     except FileNotFoundError:  # nothing there, or a concurrent save has it renamed away for an instant

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import TypedDict
 
@@ -56,6 +56,7 @@ def _any(found: tuple[re.Pattern[str], ...], text: str) -> bool:
     return any(p.search(text) for p in found)
 
 
+@lru_cache(maxsize=4096)  # titles and sentences recur question after question; the answer depends on the text only
 def is_instruction(sentence: str) -> bool:
     """Does this sentence (or line) address the assistant? Full-width forms are read as ASCII."""
     text = normalise(sentence)
@@ -106,6 +107,12 @@ def _last_is_close(text: str, p: Patterns) -> bool:
     return last_close > last_open
 
 
+@lru_cache(maxsize=4096)  # retrieval returns the same chunks question after question: scan each text once
+def _scanned(text: str) -> tuple[str, tuple[str, ...]]:
+    clean, removed = scan(text)
+    return clean, tuple(removed)
+
+
 class Removed(TypedDict):
     """One sentence taken out of a passage (or its title) because it addresses the assistant."""
 
@@ -119,10 +126,10 @@ def clean_passages(passages: list[Passage]) -> tuple[list[Passage], list[Removed
     clean: list[Passage] = []
     removed: list[Removed] = []
     for passage in passages:
-        text, taken = scan(passage["text"])
+        text, taken = _scanned(passage["text"])
         title = passage["title"]
         if title and is_instruction(title):
-            taken = [title, *taken]
+            taken = (title, *taken)
             title = passage["doc_id"]
         removed += [Removed(id=passage["id"], sentence=s) for s in taken]
         if not taken:
