@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
@@ -246,6 +246,15 @@ class Context(BaseModel):
         "probability that the answer is right; empty = the one shipped for the backend.",
     )
 
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_readable(cls, path: str) -> str:
+        if path:  # a file that cannot serve is refused when the settings are made, never mid-run
+            from selfcrag.quality.calibration import load
+
+            load(path)
+        return path
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for
@@ -256,10 +265,6 @@ class Context(BaseModel):
     def _consistent(self) -> Context:
         if self.lower_threshold > self.upper_threshold:
             raise ValueError("need lower_threshold <= upper_threshold")
-        if self.calibration:  # a file that cannot serve is refused when the settings are made, not mid-run
-            from selfcrag.quality.calibration import load
-
-            load(self.calibration)
         spec = self.embeddings.strip()
         if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
             raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 L2 = 1.0  # penalty on the standardised weights: a few hundred questions fit a handful of features, not noise
 MAX_FEATURES = 8
-MIN_GAIN = 0.002  # cross-validated log-loss a new feature must save per question to be taken
+# Cross-validated log-loss a new feature must save per question to be taken: at least this, and at least 1/n (a
+# parameter's worth, as in AIC), so a small question set does not pick noise that happened to help its folds.
+MIN_GAIN = 0.002
 MIN_QUESTIONS = 20
 
 
@@ -134,19 +136,19 @@ def monotone(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L
 
 def select(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2) -> list[str]:
     """Forward selection on grouped-CV log-loss over the drafted rows: add the feature that lowers it most, while
-    it saves at least MIN_GAIN per question and every weight keeps its direction (a feature that only helps
+    it saves enough per question (MIN_GAIN) and every weight keeps its direction (a feature that only helps
     with a reversed sign is fitting the other features' overlap, which a new domain will not share)."""
     drafted = [r for r in rows if r["drafted"]]
     y = np.array([r["label"] for r in drafted], dtype=float)
     chosen: list[str] = []
-    best = log_loss(np.full(len(y), y.mean()), y)
+    best, needed = log_loss(np.full(len(y), y.mean()), y), max(MIN_GAIN, 1 / len(y))
     while len(chosen) < MAX_FEATURES:
         trials = {n: log_loss(out_of_fold(drafted, [*chosen, n], l2), y) for n in candidates
                   if n not in chosen and monotone(drafted, [*chosen, n], l2)}
         if not trials:
             break
         name, loss = min(trials.items(), key=lambda item: item[1])
-        if best - loss < MIN_GAIN:
+        if best - loss < needed:
             break
         chosen, best = [*chosen, name], loss
     return chosen
@@ -181,17 +183,29 @@ def _rounded(values: np.ndarray) -> list[float]:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """Of a file's bytes; of a folder (a knowledge base given as --corpus), of its files' names and bytes."""
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(item.relative_to(path)).encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
 
 
 def git_commit() -> str:
-    """The commit of the code that produced the runs ("" outside a git checkout)."""
+    """The commit of the code that produced the runs, "+changes" when the package had uncommitted changes ("" outside
+    a git checkout)."""
+    here = Path(__file__).resolve().parents[1]
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).parent, check=False)  # fmt: skip
-    except OSError:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=here,
+                              check=False)  # fmt: skip
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                                 timeout=10, cwd=here, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
         return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
 def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: str, command: str) -> dict[str, Any]:
