@@ -168,6 +168,48 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit confidence on the user's own labelled questions: run the graph over them, fit, write the file."""
+    from pathlib import Path
+
+    from selfcrag import Context
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.embeddings import embedder_for
+    from selfcrag.components.index_files import complete
+    from selfcrag.components.retrieval import HybridIndex, open_index
+    from selfcrag.evaluation.calibrate import calibrate, table
+    from selfcrag.evaluation.questions import load_questions
+    from selfcrag.evaluation.run import Systems
+
+    if args.limit < 0:
+        raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
+    questions = load_questions(args.questions, args.limit)  # bad input fails before anything runs
+    out = Path(args.out)
+    if out.is_dir():
+        raise CliError(f"--out {out} is a directory; name the calibration file to write (e.g. {out}/mine.json)")
+    operator = {"index_dir": args.index, "generator_model": args.model or None,
+                "backend": "model" if args.model else None}
+    settings = Context.from_env(**operator)
+    embedder = embedder_for(settings.embeddings)
+    index = Path(args.index)
+    if args.corpus and not complete(index):
+        documents = load_documents([args.corpus])
+        chunks = chunk_documents(documents)
+        HybridIndex.build(chunks, embedder).save(index)
+        print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
+    open_index(index, embedder)  # a missing index or other embeddings: the loader's one line, before any run
+    systems = Systems.build({name: value for name, value in operator.items() if value is not None}, {})
+    files = [Path(args.questions), *([Path(args.corpus)] if args.corpus else [])]
+    command = "selfcrag calibrate " + " ".join(
+        [Path(args.questions).name, *(["--corpus", Path(args.corpus).name] if args.corpus else []),
+         *(["--limit", str(args.limit)] if args.limit else []), *(["--model", args.model] if args.model else [])])
+    fitted = calibrate(questions, systems, files, out, command)
+    print(table(fitted))
+    print(f"wrote {out}; use it with SELFCRAG_CALIBRATION={out.resolve()} (or build_graph(settings="
+          "{'calibration': ...}))")
+    return 0
+
+
 def render(result: dict[str, Any], show_trace: bool = False) -> str:
     lines = [result.get("answer", ""), ""]
     citations = result.get("citations") or []
@@ -253,6 +295,17 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
     evaluate.set_defaults(run=cmd_eval)
+
+    fit = sub.add_parser("calibrate", help="fit confidence (the probability an answer is right) on your labelled "
+                         "questions; writes a calibration file")
+    fit.add_argument("questions", help="JSONL with id, question, answers, is_impossible (and context_title to "
+                     "cross-validate by article)")
+    fit.add_argument("--index", required=True, help="index directory (built from --corpus when it has none)")
+    fit.add_argument("--corpus", default="", help="JSONL corpus (id, title, text) to index into --index first")
+    fit.add_argument("--out", required=True, help="calibration file to write (JSON)")
+    fit.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    fit.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    fit.set_defaults(run=cmd_calibrate)
     return top
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
@@ -91,9 +91,9 @@ class Context(BaseModel):
     # --- quality bar: domain preset, risk, per-threshold overrides (quality/thresholds.py) ------------
     domain: Literal["general", "customer_service", "financial", "medical", "legal"] = run(
         "general",
-        "Preset of minimum context relevance / groundedness / answer relevance / confidence: general "
-        ".70/.75/.70/.72, customer_service .75/.80/.75/.77, financial .85/.85/.80/.83, medical and legal "
-        ".90/.90/.85/.88.",
+        "Preset of minimum context relevance / groundedness / answer relevance / confidence (the probability the "
+        "answer is right): general .70/.75/.70/.45, customer_service .75/.80/.75/.50, financial .85/.85/.80/.60, "
+        "medical and legal .90/.90/.85/.70.",
     )
     risk: Literal["low", "normal", "critical"] = run("normal", "Moves every preset minimum by -0.05 / 0 / +0.05.")
     min_context_relevance: float = run(
@@ -114,24 +114,17 @@ class Context(BaseModel):
         **OVERRIDE,
     )
     min_confidence: float = run(
-        -1.0, "Override: minimum confidence for a plain answer (negative = from the preset).", **OVERRIDE
+        -1.0,
+        "Override: minimum confidence (probability the answer is right) for a plain answer (negative = from the "
+        "preset).",
+        **OVERRIDE,
     )
     caveat_band: float = run(
         0.15,
-        "Scores up to this far below their minimum still answer, with a caveat saying what is uncertain; further "
-        "below, abstain (or human review).",
+        "Confidence up to this far below its minimum still answers, with a caveat saying what is uncertain; "
+        "further below, abstain (or human review). Evidence this far below the minimum context relevance is "
+        "corrected before generating.",
         **UNIT,
-    )
-    # --- confidence: weights of its four signals (quality/confidence.py) -----------------------------
-    weight_retrieval: float = run(
-        0.30, "Confidence weight: best evidence relevance and source diversity.", ge=0.0
-    )
-    weight_coverage: float = run(0.25, "Confidence weight: share of the question's terms the evidence covers.", ge=0.0)
-    weight_faithfulness: float = run(0.35, "Confidence weight: groundedness of the answer.", ge=0.0)
-    weight_coherence: float = run(
-        0.10,
-        "Confidence weight: the answer addresses the question and agrees with earlier answers in the thread.",
-        ge=0.0,
     )
     # --- bounds (the graph's own counters; never LangGraph's recursion limit) -----------------------
     max_retrieval_rounds: int = run(3, "Most retrieval rounds per run.", cap="cap_retrieval_rounds", ge=1)
@@ -269,6 +262,22 @@ class Context(BaseModel):
         "250,000 chunks, else hnsw. Recorded in the index's manifest; loading follows the manifest.",
     )
 
+    # --- confidence calibration (quality/calibration.py) ----------------------------------------------
+    calibration: str = operator(
+        "",
+        "Calibration file (from `selfcrag calibrate`) that turns the run's signals into confidence, the "
+        "probability that the answer is right; empty = the one shipped for the backend.",
+    )
+
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_readable(cls, path: str) -> str:
+        if path:  # a file that cannot serve is refused when the settings are made, never mid-run
+            from selfcrag.quality.calibration import load
+
+            load(path)
+        return path
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for
@@ -279,9 +288,6 @@ class Context(BaseModel):
     def _consistent(self) -> Context:
         if self.lower_threshold > self.upper_threshold:
             raise ValueError("need lower_threshold <= upper_threshold")
-        weights = (self.weight_retrieval, self.weight_coverage, self.weight_faithfulness, self.weight_coherence)
-        if sum(weights) <= 0:
-            raise ValueError("confidence weights must not all be 0")
         spec = self.embeddings.strip()
         if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
             raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")

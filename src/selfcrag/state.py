@@ -65,7 +65,7 @@ class OutputState(TypedDict, total=False):
     citations: list[Citation]
     decision: Decision
     confidence: float
-    confidence_explanation: dict[str, Any]  # the four signals, their weights, and which pulled confidence down
+    confidence_explanation: dict[str, Any]  # the calibrated features, their pushes, and which pulled confidence down
     quality: dict[str, Any]  # the active minimums, pass/fail, and which scores fell below
     contradictions: list[dict[str, str]]  # earlier answers in the thread that this answer contradicts
     clarifying_question: str  # when abstaining on an ambiguous question: which meaning?

@@ -78,9 +78,9 @@ def test_unreadable_jsonl_line_is_reported(tmp_path: Path):
 
 
 def test_domain_and_risk_move_the_decision():
-    question = "How long do I have to send back a pair of headphones?"
+    question = "How long do refunds take?"  # a right answer the calibrated confidence puts in the caveat band
     general = json.loads(run("ask", question, "--json").stdout)
     medical = json.loads(run("ask", question, "--json", "--domain", "medical", "--risk", "critical").stdout)
     assert general["decision"] == "answer_with_caveat" and medical["decision"] == "abstain"
-    assert medical["quality"]["thresholds"]["confidence"] == 0.93
+    assert medical["quality"]["thresholds"]["confidence"] == 0.75
     assert run("ask", question, "--domain", "astrology").returncode == 2  # argparse names the choices

@@ -369,7 +369,8 @@ def test_a_call_that_keeps_timing_out_is_retried_then_degrades():
         release.set()
     assert len(server.asking(ANSWER_GRADE)) == 3  # the node's RetryPolicy: three attempts
     assert "TimeoutError" in errors(result)["grade_answer"]
-    assert result["decision"] == "answer"  # usefulness fails open; the answer was grounded
+    # usefulness fails open (the answer was grounded, so it is shown); its confidence counts the unmeasured relevance
+    assert result["decision"] in ("answer", "answer_with_caveat")
 
 
 def test_the_budget_stops_corrections_and_every_call_is_counted():

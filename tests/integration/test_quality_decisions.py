@@ -10,8 +10,9 @@ from langgraph.types import Command
 
 from selfcrag import Context, ask, build_graph
 
-CLEAR = "How many days do I have to return an item?"  # strong evidence, copied answer: confidence ~0.95
-WEAKER = "How long do I have to send back a pair of headphones?"  # paraphrase: answers, below the general bar
+CLEAR = "How many days do I have to return an item?"  # strong evidence, copied answer: confidence ~0.7
+MIDDLE = "How long do refunds take?"  # a right answer among alike passages: confidence ~0.4, the caveat band
+WEAKER = "How long do I have to send back a pair of headphones?"  # paraphrase, weak evidence: below the band
 
 
 def test_every_run_carries_the_triad_confidence_explanation_and_quality():
@@ -19,39 +20,37 @@ def test_every_run_carries_the_triad_confidence_explanation_and_quality():
     assert result["decision"] == "answer"
     assert set(result["scores"]) == {"context_relevance", "groundedness", "answer_relevance"}
     explained = result["confidence_explanation"]
-    assert set(explained["signals"]) == {"retrieval", "coverage", "faithfulness", "coherence"}
-    assert explained["weights"] == {"retrieval": 0.30, "coverage": 0.25, "faithfulness": 0.35, "coherence": 0.10}
-    assert explained["value"] == result["confidence"] and "pulled down most by" in explained["summary"]
+    # the calibrated features the shipped file uses, each with its push on the log-odds
+    assert explained["signals"] and set(explained["contributions"]) == set(explained["signals"])
+    assert set(explained["signals"]) <= set(explained["features"]) and explained["calibration"] == "offline.json"
+    assert explained["value"] == result["confidence"] and 0.45 <= result["confidence"] < 1
     assert result["quality"] == {"thresholds": {"context_relevance": 0.70, "groundedness": 0.75,
-                                                "answer_relevance": 0.70, "confidence": 0.72},
+                                                "answer_relevance": 0.70, "confidence": 0.45},
                                  "passed": True, "below": []}
 
 
-def test_the_middle_band_answers_with_a_caveat_that_names_the_weak_score():
-    result = ask(WEAKER)
+def test_the_middle_band_answers_with_a_caveat_that_names_the_confidence():
+    result = ask(MIDDLE)
     assert result["decision"] == "answer_with_caveat"
     assert result["quality"]["below"] and not result["quality"]["passed"]
-    assert "Caveat:" in result["answer"] and "context relevance" in result["answer"]
+    assert "Caveat:" in result["answer"] and "confidence" in result["answer"]
+    assert "pulled down most by" in result["confidence_explanation"]["summary"]
     assert result["citations"]
 
 
 def test_presets_and_risk_move_the_same_answer_across_bands():
-    general = ask(WEAKER)
-    medical = ask(WEAKER, context=Context(domain="medical", risk="critical"))
-    lenient = ask(WEAKER, context=Context(risk="low", min_context_relevance=0.5))
+    general = ask(MIDDLE)
+    medical = ask(MIDDLE, context=Context(domain="medical", risk="critical"))
+    lenient = ask(MIDDLE, context=Context(risk="low", min_confidence=0.3))
     assert general["decision"] == "answer_with_caveat"
     assert medical["decision"] == "abstain"  # the medical bar sits far above this answer
-    assert medical["quality"]["thresholds"]["confidence"] == 0.93
-    assert lenient["decision"] == "answer" and lenient["quality"]["thresholds"]["context_relevance"] == 0.5
+    assert medical["quality"]["thresholds"]["confidence"] == 0.75
+    assert lenient["decision"] == "answer" and lenient["quality"]["thresholds"]["confidence"] == 0.3
+    assert lenient["confidence"] == general["confidence"]  # the bar moved, not the probability
+    assert ask(WEAKER)["decision"] == "abstain"  # below the caveat band
     # one override alone: only the confidence minimum changes, and that alone withholds the answer
     strict = ask(CLEAR, context=Context(min_confidence=0.999, caveat_band=0.0))
     assert strict["decision"] == "abstain" and strict["quality"]["below"] == ["confidence"]
-
-
-def test_weights_change_the_confidence():
-    default = ask(WEAKER)["confidence"]
-    faithful_only = ask(WEAKER, context=Context(weight_retrieval=0, weight_coverage=0, weight_coherence=0))
-    assert faithful_only["confidence"] == 1.0 != default
 
 
 @pytest.mark.parametrize("action", ["approve", "edit", "reject"])
@@ -87,7 +86,7 @@ def test_an_edited_answer_keeps_the_sources_it_still_cites():
     assert done["answer"] == edited and [c["ref"] for c in done["citations"]] == [first["ref"]]
 
 
-def test_an_answer_that_contradicts_an_earlier_one_in_the_thread_is_named_and_less_confident():
+def test_an_answer_that_contradicts_an_earlier_one_in_the_thread_is_named_and_never_plain():
     alone = ask(CLEAR)
     history = [
         HumanMessage("Can I return things?"),
@@ -98,8 +97,11 @@ def test_an_answer_that_contradicts_an_earlier_one_in_the_thread_is_named_and_le
     [conflict] = result["contradictions"]
     assert conflict["earlier"] == "Items can be returned within 15 days."
     assert conflict["why"] == "different quantities: \"15 days\" earlier, \"30 days\" now"
-    assert result["confidence"] < alone["confidence"]
-    assert result["decision"] != "answer"  # never a plain answer that contradicts the thread
+    # the contradiction is a feature (quality/calibration.py) with no threads in the tuning data to weigh it, so
+    # the decision rule carries it: never a plain answer that contradicts the thread
+    assert result["confidence_explanation"]["features"]["contradiction"] == 1.0
+    assert alone["confidence_explanation"]["features"]["contradiction"] == 0.0
+    assert alone["decision"] == "answer" and result["decision"] != "answer"
     if result["decision"] == "answer_with_caveat":
         assert "contradicts an earlier answer" in result["answer"]
 

@@ -111,9 +111,11 @@ def test_a_question_that_is_not_usable_fails_the_run_with_one_line(client, assis
     error = run["__error__"]
     assert error["error"] in ("QuestionError", "EmptyQuestionError"), error
     assert error["message"].startswith(says) and "\n" not in error["message"]
-    # The thread is not wedged: the next run answers.
+    # The thread is not wedged: the next run drafts its answer and decides (the calibrated confidence of this
+    # paraphrased question sits below the general bar, so the decision itself is not the point here).
     answered = client.runs.wait(thread, assistant_id, input={"question": QUESTION})
-    assert answered["decision"] in ("answer", "answer_with_caveat") and "15 days" in answered["answer"]
+    assert answered["decision"] in ("answer", "answer_with_caveat", "abstain")
+    assert "15 days" in answered["trace"][-1]["draft"]
 
 
 def test_escape_codes_in_a_question_sent_to_the_server_do_not_change_the_answer(client, assistant_id):  # noqa: F811

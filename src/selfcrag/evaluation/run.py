@@ -70,7 +70,9 @@ class Systems:
         # Correctness is judged on the answer itself: a caveat names weak scores and missing terms, and for a
         # comparison question those terms may be the very names the gold answer holds.
         body = (closing.get("draft") or out.get("answer", "")) if decision in ANSWERED else ""
-        return {"answer": out.get("answer", ""), "judged": body, "decision": decision,
+        # The draft the graph would show whatever it decided: calibration's label is whether it is right.
+        return {"answer": out.get("answer", ""), "judged": body, "draft": closing.get("draft", ""),
+                "decision": decision,
                 "confidence": float(out.get("confidence", 0.0)), "answered": decision in ANSWERED,
                 "llm_calls": int(out.get("llm_calls", 0)), "tokens": int(out.get("tokens", 0)),
                 "scores": out.get("scores", {}), "signals": graph_signals({**out, "trace": trace}),

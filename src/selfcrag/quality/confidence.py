@@ -1,26 +1,23 @@
-"""The run's scores (RAG triad) and the confidence that picks the decision, with what pulled it down.
+"""The run's scores (RAG triad) and its confidence: the probability that the answer it shows is right.
 
-The triad asks three separate questions (is the evidence relevant, is the answer supported by it, does the
-answer address the question); confidence folds four signals into one number for the decision:
-retrieval quality, coverage of the question by the evidence, faithfulness (groundedness) and coherence
-(the answer addresses the question and agrees with what the assistant said earlier in the thread).
+The triad asks three separate questions (is the evidence relevant, is the answer supported by it, does the answer
+address the question); the graders' loops act on them, and the output reports them. Confidence is what the decision
+acts on: the calibrator (`quality/calibration.py`) maps the run's features to a probability, and the explanation
+names the features that pulled it down most (weight x standardised value, on the log-odds).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.offline_grading import coverage, question_terms
+from selfcrag.quality.calibration import CalibrationError, Calibrator, features, for_settings, load, shipped
 from selfcrag.state import Scores, State
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
-SIGNALS = ("retrieval", "coverage", "faithfulness", "coherence")
-# One source may be enough, but two agreeing sources are better evidence: diversity is a small bonus.
-DIVERSITY_SHARE = 0.15
-# An answer that contradicts an earlier answer in the thread keeps this share of its coherence.
-CONTRADICTION_FACTOR = 0.3
+DOWN = 2  # features named as pulling confidence down
 
 
 def _used_strips(state: State) -> list[Any]:
@@ -45,33 +42,32 @@ def triad(state: State) -> Scores:
     )
 
 
-def signals(state: State, scores: Scores, contradicted: bool) -> dict[str, float]:
-    strips = _used_strips(state)
-    distinct_sources = len({s["doc_id"] for s in state.get("knowledge") or []})
-    diversity = min(1.0, max(0, distinct_sources - 1) / 2)
-    covered, _ = coverage(question_terms(state.get("question", "")), "\n".join(s["text"] for s in strips))
-    coherence = scores["answer_relevance"] * (CONTRADICTION_FACTOR if contradicted else 1.0)
-    return {
-        "retrieval": round(scores["context_relevance"] * (1 - DIVERSITY_SHARE + DIVERSITY_SHARE * diversity), 4),
-        "coverage": round(covered if strips else 0.0, 4),
-        "faithfulness": scores["groundedness"],
-        "coherence": round(coherence, 4),
-    }
+def calibrator(settings: Context) -> tuple[Calibrator, str]:
+    """The run's calibrator, and the fault that made it fall back to the shipped one ("" when none). The setting
+    was checked when the settings were made; a file that went bad since degrades the run, never ends it."""
+    try:
+        return for_settings(settings), ""
+    except CalibrationError as exc:
+        return load(shipped("offline")), str(exc)
 
 
-def confidence(values: dict[str, float], settings: Context) -> dict[str, Any]:
-    """Weighted confidence, and the signal whose shortfall cost it the most (the explanation)."""
-    weights = {
-        "retrieval": settings.weight_retrieval,
-        "coverage": settings.weight_coverage,
-        "faithfulness": settings.weight_faithfulness,
-        "coherence": settings.weight_coherence,
-    }
-    total = sum(weights.values())
-    value = round(sum(weights[n] * values[n] for n in SIGNALS) / total, 4)
-    weakest = max(SIGNALS, key=lambda n: weights[n] * (1 - values[n]))
-    listed = ", ".join(f"{n} {values[n]:.2f}" for n in SIGNALS)
-    summary = f"confidence {value:.2f} from {listed}"
-    if value < 1:
-        summary += f"; pulled down most by {weakest}"
-    return {"value": value, "signals": values, "weights": weights, "weakest": weakest, "summary": summary}
+def confidence(state: State, draft: str, contradicted: bool, settings: Context) -> dict[str, Any]:
+    """The probability that `draft` (the answer the run would show) is right, and why: every candidate feature,
+    the push of each feature the calibrator uses, and the ones that pulled it down most. No draft: nothing shown
+    can be right, so 0."""
+    model, fault = calibrator(settings)
+    values = features(state, draft, contradicted)
+    pushes = model.contributions(values)
+    value = round(model.probability(values), 4) if draft else 0.0
+    down = [name for name, push in sorted(pushes.items(), key=lambda item: item[1]) if push < 0][:DOWN]
+    summary = f"confidence {value:.2f} (probability the answer is right)"
+    if not draft:
+        summary += "; no answer to show"
+    elif down:
+        summary += "; pulled down most by " + ", ".join(f"{n} {values[n]:.2f}" for n in down)
+    explained = {"value": value, "signals": {n: values[n] for n in model.features}, "contributions": pushes,
+                 "weakest": down[0] if down and draft else "", "features": values, "summary": summary,
+                 "calibration": Path(model.source).name}  # fmt: skip
+    if fault:
+        explained["calibration_error"] = fault
+    return explained

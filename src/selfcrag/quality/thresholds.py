@@ -1,13 +1,17 @@
 """Domain presets: how good the evidence and the answer must be before the agent answers.
 
-A help center can live with a slightly weaker answer than a medical or legal assistant, so each domain sets
-the minimum context relevance, groundedness, answer relevance and overall confidence; `risk` moves all four
-together, and any one can be overridden on its own in `Context`.
+A help center can live with a less certain answer than a medical or legal assistant, so each domain sets the
+minimum context relevance, groundedness and answer relevance (the graders' loops: below them the evidence is
+corrected, the answer regenerated or the query rewritten) and the minimum confidence for a plain answer, a
+probability that the answer is right (`quality/calibration.py`). `risk` moves all four together, and any one can
+be overridden on its own in `Context`. The presets live in `data/presets.json`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from importlib import resources
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -22,7 +26,7 @@ class Thresholds:
     context_relevance: float
     groundedness: float
     answer_relevance: float
-    overall: float  # the minimum confidence for a plain answer
+    overall: float  # the minimum confidence (probability the answer is right) for a plain answer
 
     def shifted(self, delta: float) -> Thresholds:
         def move(x: float) -> float:
@@ -32,14 +36,13 @@ class Thresholds:
                           move(self.overall))
 
 
-PRESETS: dict[str, Thresholds] = {
-    "general": Thresholds(0.70, 0.75, 0.70, 0.72),
-    "customer_service": Thresholds(0.75, 0.80, 0.75, 0.77),
-    "financial": Thresholds(0.85, 0.85, 0.80, 0.83),
-    "medical": Thresholds(0.90, 0.90, 0.85, 0.88),
-    "legal": Thresholds(0.90, 0.90, 0.85, 0.88),
-}
-RISK_SHIFT: dict[str, float] = {"low": -0.05, "normal": 0.0, "critical": 0.05}
+def _presets() -> tuple[dict[str, Thresholds], dict[str, float]]:
+    data = json.loads((resources.files("selfcrag") / "data" / "presets.json").read_text(encoding="utf-8"))
+    domains = {name: Thresholds(**{k: float(v) for k, v in values.items()}) for name, values in data["domains"].items()}
+    return domains, {name: float(v) for name, v in data["risk_shift"].items()}
+
+
+PRESETS, RISK_SHIFT = _presets()
 
 # The override fields of Context, by the threshold they replace; a negative value means "from the preset".
 OVERRIDES = {

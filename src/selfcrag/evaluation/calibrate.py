@@ -1,0 +1,255 @@
+"""Fit the calibrator: logistic regression of "the draft the graph would show is right" on the run's features.
+
+Labelled questions run through the graph (`evaluation/run.py` records every run, with the draft and every candidate
+feature of `quality/calibration.py`); the label is 1 when the question is answerable and the draft contains a gold
+answer. A run with no draft to show is left out of the fit: its probability is 0 by definition.
+
+The fit is Newton's method (iteratively reweighted least squares) with an L2 penalty on standardised features, in
+numpy. Features are chosen greedily by grouped cross-validation: questions of one group (an article,
+`context_title`) are never on both sides of a fold, so the fit is judged on text it has not seen. The cross-validated
+AUROC, ECE and AURC of the fit, and of the confidence the records were produced with, go into the file with the
+data's provenance.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from selfcrag.evaluation.metrics import aurc, auroc, ece
+from selfcrag.evaluation.questions import contains_gold
+from selfcrag.evaluation.run import measure
+from selfcrag.quality.calibration import FEATURES
+
+if TYPE_CHECKING:
+    from selfcrag.evaluation.run import Systems
+
+L2 = 1.0  # penalty on the standardised weights: a few hundred questions fit a handful of features, not noise
+MAX_FEATURES = 8
+# Cross-validated log-loss a new feature must save per question to be taken: at least this, and at least 1/n (a
+# parameter's worth, as in AIC), so a small question set does not pick noise that happened to help its folds.
+MIN_GAIN = 0.002
+MIN_QUESTIONS = 20
+
+
+class CalibrationDataError(ValueError):
+    """Too few labelled runs, or only one kind of label: nothing to fit. One line."""
+
+
+def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """(features, label, group, confidence before) of each selfcrag record."""
+    rows = []
+    for record in records:
+        if record.get("system") != "selfcrag" or record.get("error"):
+            continue
+        values = ((record.get("detail") or {}).get("confidence_explanation") or {}).get("features")
+        if not values:
+            continue
+        draft = str(record.get("draft") or "")
+        right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
+        rows.append({"features": values, "label": right, "drafted": bool(draft), "group": record.get("group", ""),
+                     "before": float(record.get("confidence", 0.0))})
+    return rows
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> tuple[np.ndarray, float]:
+    """Weights and bias minimising log-loss + l2/2 |w|^2 on standardised x (Newton steps; converges in ~10)."""
+    n, d = x.shape
+    design = np.hstack([x, np.ones((n, 1))])
+    theta = np.zeros(d + 1)
+    penalty = np.diag([l2] * d + [1e-6])  # the bias is barely penalised: it carries the base rate
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(design @ theta, -30, 30)))
+        gradient = design.T @ (p - y) + penalty @ theta
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
+        step = np.linalg.solve(hessian, gradient)
+        theta -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return theta[:-1], float(theta[-1])
+
+
+def standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scale = x.std(axis=0)
+    return x.mean(axis=0), np.where(scale > 1e-9, scale, 1.0)  # a constant feature keeps scale 1
+
+
+def matrix(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> np.ndarray:
+    return np.array([[float(r["features"].get(n, 0.0)) for n in names] for r in rows]).reshape(len(rows), len(names))
+
+
+def folds(groups: Sequence[str], most: int = 8) -> list[np.ndarray]:
+    """Test indices per fold: whole groups, spread over at most `most` folds. With fewer than three groups (a
+    question file without `context_title`) each question is its own group."""
+    names = sorted(set(groups))
+    if len(names) < 3:
+        names, groups = [str(i) for i in range(len(groups))], [str(i) for i in range(len(groups))]
+    count = min(most, len(names))
+    fold_of = {name: i % count for i, name in enumerate(names)}
+    labels = np.array([fold_of[g] for g in groups])
+    return [np.flatnonzero(labels == k) for k in range(count)]
+
+
+def out_of_fold(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L2) -> np.ndarray:
+    """Each drafted row's probability from a fit on the other folds (0 for rows without a draft)."""
+    drafted = [i for i, r in enumerate(rows) if r["drafted"]]
+    sub = [rows[i] for i in drafted]
+    x, y = matrix(sub, names), np.array([r["label"] for r in sub], dtype=float)
+    p = np.zeros(len(sub))
+    for test in folds([r["group"] for r in sub]):
+        train = np.setdiff1d(np.arange(len(sub)), test)
+        mean, scale = standardise(x[train])
+        weights, bias = fit_logistic((x[train] - mean) / scale, y[train], l2)
+        p[test] = 1 / (1 + np.exp(-(((x[test] - mean) / scale) @ weights + bias)))
+    full = np.zeros(len(rows))
+    full[drafted] = p
+    return full
+
+
+def log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def scores(confidence: Sequence[float], rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    labels = [bool(r["label"]) for r in rows]
+    values = [float(c) for c in confidence]
+    return {"auroc": auroc(values, labels), "ece": ece(values, labels), "aurc": aurc(values, labels)}
+
+
+def monotone(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L2) -> bool:
+    """Whether every weight of a fit on all drafted rows has its feature's direction (FEATURES)."""
+    drafted = [r for r in rows if r["drafted"]]
+    x = matrix(drafted, names)
+    mean, scale = standardise(x)
+    weights, _ = fit_logistic((x - mean) / scale, np.array([r["label"] for r in drafted], dtype=float), l2)
+    return all(FEATURES[n][0] * w >= 0 for n, w in zip(names, weights, strict=True))
+
+
+def select(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2) -> list[str]:
+    """Forward selection on grouped-CV log-loss over the drafted rows: add the feature that lowers it most, while
+    it saves enough per question (MIN_GAIN) and every weight keeps its direction (a feature that only helps
+    with a reversed sign is fitting the other features' overlap, which a new domain will not share)."""
+    drafted = [r for r in rows if r["drafted"]]
+    y = np.array([r["label"] for r in drafted], dtype=float)
+    chosen: list[str] = []
+    best, needed = log_loss(np.full(len(y), y.mean()), y), max(MIN_GAIN, 1 / len(y))
+    while len(chosen) < MAX_FEATURES:
+        trials = {n: log_loss(out_of_fold(drafted, [*chosen, n], l2), y) for n in candidates
+                  if n not in chosen and monotone(drafted, [*chosen, n], l2)}
+        if not trials:
+            break
+        name, loss = min(trials.items(), key=lambda item: item[1])
+        if best - loss < needed:
+            break
+        chosen, best = [*chosen, name], loss
+    return chosen
+
+
+def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2) -> dict[str, Any]:
+    """The calibration file's model and cross-validation sections, from labelled rows."""
+    drafted = [r for r in rows if r["drafted"]]
+    labels = {bool(r["label"]) for r in drafted}
+    if len(drafted) < MIN_QUESTIONS or len(labels) < 2:
+        raise CalibrationDataError(f"need at least {MIN_QUESTIONS} questions with a draft, some answered right and "
+                                   f"some wrong; got {len(drafted)} drafts, "
+                                   f"{sum(1 for r in drafted if r['label'])} right")
+    names = select(rows, candidates, l2) or [candidates[0]]
+    x = matrix(drafted, names)
+    mean, scale = standardise(x)
+    weights, bias = fit_logistic((x - mean) / scale, np.array([r["label"] for r in drafted], dtype=float), l2)
+    after = out_of_fold(rows, names, l2)
+    grouped = "context_title" if len({r["group"] for r in rows}) >= 3 else "question"
+    return {
+        "model": {"features": list(names), "mean": _rounded(mean), "scale": _rounded(scale),
+                  "weights": _rounded(weights), "bias": round(bias, 6)},
+        "cross_validation": {
+            "grouped_by": grouped, "folds": len(folds([r["group"] for r in drafted])),
+            "questions": len(rows), "drafted": len(drafted), "right": sum(1 for r in rows if r["label"]), "l2": l2,
+            "before": scores([r["before"] for r in rows], rows), "after": scores(list(after), rows)},
+    }  # fmt: skip
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 6) for v in values]
+
+
+def sha256(path: Path) -> str:
+    """Of a file's bytes; of a folder (a knowledge base given as --corpus), of its files' names and bytes."""
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(item.relative_to(path)).encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
+
+
+def git_commit() -> str:
+    """The commit of the code that produced the runs, "+changes" when the package had uncommitted changes ("" outside
+    a git checkout)."""
+    here = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=here,
+                              check=False)  # fmt: skip
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                                 timeout=10, cwd=here, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+
+
+def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: str, command: str) -> dict[str, Any]:
+    return {"data": [{"file": f.name, "sha256": sha256(f)} for f in files], "questions": len(rows),
+            "groups": len({r["group"] for r in rows}), "backend": backend, "git_commit": git_commit(),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "command": command}  # fmt: skip
+
+
+def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"about": "selfcrag confidence calibration: p(the shown answer is right) = sigmoid(bias + sum of "
+                     "weight * (feature - mean) / scale); see quality/calibration.py",
+            "model": fitted["model"], "provenance": origin, "cross_validation": fitted["cross_validation"]}
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)  # a reader never sees half a file
+
+
+def calibrate(questions: Sequence[dict[str, Any]], systems: Systems, files: Sequence[Path], out: Path,
+              command: str, progress: bool = True) -> dict[str, Any]:
+    """Run the graph over labelled questions, fit, write the calibration file `out`; returns what was written
+    (CalibrationDataError when the runs leave nothing to fit)."""
+    records = []
+    for done, question in enumerate(questions, 1):
+        records.append(measure("selfcrag", systems.selfcrag, question))
+        if progress and (done % 25 == 0 or done == len(questions)):
+            print(f"calibrate: {done}/{len(questions)} questions run", file=sys.stderr)
+    rows = rows_of(records)
+    fitted = fit(rows, list(FEATURES))
+    write(out, fitted, provenance(files, rows, systems.backend, command))
+    return fitted
+
+
+def table(fitted: dict[str, Any]) -> str:
+    """Grouped-CV AUROC / ECE / AURC of the confidence the runs had, and of the fit."""
+    cv = fitted["cross_validation"]
+    lines = [f"{cv['questions']} questions ({cv['drafted']} with a draft, {cv['right']} right), "
+             f"{cv['folds']} folds grouped by {cv['grouped_by']}",
+             f"{'':<26}{'AUROC':>8}{'ECE':>8}{'AURC':>8}"]
+    for name, label in (("before", "before (current confidence)"), ("after", "after (this fit)")):
+        row = cv[name]
+        lines.append(f"{label:<26}" + "".join(f"{'—' if row[k] is None else format(row[k], '.3f'):>8}"
+                                              for k in ("auroc", "ece", "aurc")))
+    model = fitted["model"]
+    lines.append("features: " + ", ".join(f"{n} {w:+.2f}" for n, w in zip(model["features"], model["weights"],
+                                                                              strict=True)))
+    return "\n".join(lines)

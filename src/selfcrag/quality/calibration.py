@@ -1,0 +1,199 @@
+"""Confidence as a probability: the features of a finished run, and the calibrator that turns them into the
+probability that the answer the graph would show is right.
+
+Features are read from the final state and its trace only, the same way on both backends: retrieval scores,
+relevance grades, groundedness and answer relevance come from whichever grader ran, and the text features (the
+question's terms covered, the expected kind of answer present, an opposite of what was asked) are pure functions
+of the question, the answer and the evidence. A new signal is one line in `FEATURES` and a refit
+(`selfcrag calibrate`, or `benchmarks/calibration_fit.py` for the shipped file); the fitted file names the features
+it uses, so an older file keeps working when features are added.
+
+The calibrator is a logistic regression on standardised features, fitted by `evaluation/calibrate.py`; applying it
+is a dot product and a sigmoid. Its parameters and their provenance live in a JSON file
+(`data/calibration/offline.json` ships; the `calibration` setting names another).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from selfcrag.components.offline_grading import answer_type, coverage, has_answer_type, question_terms, strip_citations
+from selfcrag.quality.opposites import conflicts
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+    from selfcrag.state import State
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be read or is not a calibration: one line naming the file and the fault."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the features read: the final state, its trace by node, and the text of the draft answer."""
+
+    state: State
+    answer: str  # the draft the graph would show, without citation marks ("" when there is none)
+    contradicted: bool  # the draft contradicts an earlier answer in the thread
+
+    def steps(self, node: str) -> list[dict[str, Any]]:
+        return [dict(step) for step in self.state.get("trace") or [] if step.get("node") == node]
+
+    def first(self, node: str, key: str) -> list[dict[str, Any]]:
+        steps = self.steps(node)
+        return list(steps[0].get(key) or []) if steps else []
+
+    def cited_text(self) -> str:
+        strips = self.state.get("knowledge") or []
+        cited = {c["doc_id"] for c in self.state.get("citations") or []}
+        return "\n".join(s["text"] for s in strips if s["doc_id"] in cited) or "\n".join(s["text"] for s in strips)
+
+
+def _first_scores(run: Run) -> list[float]:
+    return sorted((float(p["score"]) for p in run.first("retrieve", "passages")), reverse=True)
+
+
+def _margin(run: Run) -> float:
+    scores = _first_scores(run)
+    return scores[0] - scores[1] if len(scores) > 1 else (scores[0] if scores else 0.0)
+
+
+def _grades(run: Run) -> list[dict[str, Any]]:
+    return run.first("grade_documents", "grades")
+
+
+def _share(items: list[Any], keep: Callable[[Any], bool]) -> float:
+    return sum(1 for item in items if keep(item)) / len(items) if items else 0.0
+
+
+def _covered(run: Run, text: str) -> float:
+    return coverage(question_terms(run.state.get("question", "")), text)[0] if text else 0.0
+
+
+def _typed(run: Run) -> float:
+    question = run.state.get("question", "")
+    return float(bool(run.answer) and has_answer_type(answer_type(question), run.answer, question))
+
+
+def _evidence_changed(run: Run) -> float:
+    rounds = [{p["id"] for p in step.get("passages") or []} for step in run.steps("retrieve")]
+    return float(any(ids != rounds[0] for ids in rounds[1:]))
+
+
+# Every candidate feature, by name: how it reads the run, and which way it should move the probability (+1: more
+# is better evidence of a right answer). A fit whose weight goes against that direction is refused (the fitter
+# drops the feature), so the calibrator stays monotone in every signal and its ranking means the same on a backend
+# it was not fitted on.
+FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
+    "retrieval_top": (+1, lambda r: (_first_scores(r) or [0.0])[0]),  # best first-round retrieval score
+    "retrieval_margin": (+1, _margin),  # best minus second: one clear passage, or many alike
+    "grade_top": (+1, lambda r: max((float(g["score"]) for g in _grades(r)), default=0.0)),
+    "grade_correct_share": (+1, lambda r: _share(_grades(r), lambda g: g["label"] == "correct")),
+    "context_relevance": (+1, lambda r: max((float(s["score"]) for s in r.state.get("knowledge") or []),
+                                            default=0.0)),
+    "evidence_coverage": (+1, lambda r: _covered(r, r.cited_text())),  # the question's terms in the cited evidence
+    "answer_coverage": (+1, lambda r: _covered(r, r.answer)),  # ... and in the answer sentence itself
+    "answer_type": (+1, _typed),  # the kind of answer asked for (number, date, person, place) is there
+    "groundedness": (+1, lambda r: float(r.state.get("groundedness", 0.0))),
+    "answer_relevance": (+1, lambda r: float(r.state.get("answer_relevance", 0.0))),
+    "unsupported": (-1, lambda r: float(len(r.state.get("unsupported_claims") or []))),
+    "extra_rounds": (-1, lambda r: float(max(0, len(r.steps("retrieve")) - 1))),  # corrections were needed
+    "evidence_changed": (-1, _evidence_changed),
+    "web_used": (-1, lambda r: float(bool(r.state.get("web_searched")))),
+    "opposite": (-1, lambda r: float(bool(r.answer and conflicts(r.state.get("question", ""), r.answer)))),
+    "contradiction": (-1, lambda r: float(r.contradicted)),
+    "sources": (+1, lambda r: float(len({s["doc_id"] for s in r.state.get("knowledge") or []}))),
+}
+
+
+def features(state: State, draft: str, contradicted: bool = False) -> dict[str, float]:
+    """Every candidate feature of a finished run whose shown answer would be `draft`."""
+    run = Run(state, strip_citations(draft), contradicted)
+    return {name: round(float(read(run)), 4) for name, (_, read) in FEATURES.items()}
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """p = sigmoid(bias + sum_i weight_i * (x_i - mean_i) / scale_i) over the named features."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+    source: str = ""  # the file it came from
+
+    def standardised(self, values: dict[str, float]) -> list[float]:
+        return [(values[n] - m) / s for n, m, s in zip(self.features, self.mean, self.scale, strict=True)]
+
+    def contributions(self, values: dict[str, float]) -> dict[str, float]:
+        """Each feature's push on the log-odds (weight x standardised value): negative pulls p down."""
+        return {n: round(w * z, 4) for n, w, z in zip(self.features, self.weights, self.standardised(values),
+                                                       strict=True)}
+
+    def probability(self, values: dict[str, float]) -> float:
+        return sigmoid(self.bias + sum(self.contributions(values).values()))
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def shipped(backend: str = "offline") -> Path:
+    """The shipped calibration for a backend; the offline fit stands in where no other was fitted."""
+    folder = Path(str(resources.files("selfcrag") / "data" / "calibration"))
+    own = folder / f"{backend}.json"
+    return own if own.is_file() else folder / "offline.json"
+
+
+def load(path: str | Path) -> Calibrator:
+    """The calibrator in `path`; CalibrationError (one line) when it is unreadable or malformed."""
+    path = Path(path)
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError as exc:
+        raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
+    return _load(str(path), stamp)
+
+
+@lru_cache(maxsize=16)
+def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is read again
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = data["model"]
+        names = tuple(str(n) for n in model["features"])
+        numbers = [tuple(float(v) for v in model[key]) for key in ("mean", "scale", "weights")]
+        bias = float(model["bias"])
+    except OSError as exc:
+        raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CalibrationError(f"calibration file {path} is not a selfcrag calibration ({type(exc).__name__}: "
+                               f"{exc})".splitlines()[0]) from None
+    if unknown := [n for n in names if n not in FEATURES]:
+        raise CalibrationError(f"calibration file {path} uses unknown features: {', '.join(unknown)}")
+    if any(len(v) != len(names) for v in numbers) or any(s <= 0 for s in numbers[1]):
+        raise CalibrationError(f"calibration file {path}: mean, scale and weights need one value per feature "
+                               "(scales > 0)")
+    if not all(math.isfinite(v) for v in (*numbers[0], *numbers[1], *numbers[2], bias)):
+        raise CalibrationError(f"calibration file {path}: parameters must be finite numbers")
+    mean, scale, weights = numbers
+    return Calibrator(names, mean, scale, weights, bias=bias, source=path)
+
+
+def for_settings(settings: Context) -> Calibrator:
+    """The run's calibrator: the file the `calibration` setting names, else the shipped one for its backend."""
+    if settings.calibration:
+        return load(settings.calibration)
+    from selfcrag.components.llm.models import model_configured
+
+    backend = settings.backend if settings.backend != "auto" else ("model" if model_configured() else "offline")
+    return load(shipped(backend))
