@@ -10,7 +10,8 @@ another number, another modifier on the same head noun, while the asked value is
 absent (no competitor in its frame) is no violation: the passage may say it elsewhere, or a pronoun stands for it.
 
 Which word in the slot competes depends on how the frame matched (`MIN_FRAME`, `_competes`):
-- a number needs one frame word ("nineteen nations" / "nine nations"): numbers have no synonyms;
+- a number or an identifier needs one frame word ("nineteen nations" / "nine nations", "error E1042" / "error
+  E2001"): they have no synonyms;
 - a name or a modifier needs two: both neighbours ("helper B cell" / "helper T cell", "Office of eastern Medicine"
   / "Office of Western Medicine"), or two on one side ("the monthly plan costs" / "the annual plan costs"). A
   modifier must sit in a noun phrase: right before the same head noun after a determiner, preposition or number
@@ -80,7 +81,7 @@ _TOKEN = re.compile(rf"[A-Za-z0-9]+(?:[_.,'-][A-Za-z0-9]+)*|[{_NUMERAL_ZH}]{{2,}
 # Frame words a name or modifier needs around it before another value in its slot counts as a competitor: with one
 # ("the _ plan") synonyms compete as often as swapped values do ("the main goal" / "a major goal"), with two
 # ("the _ plan costs") a swap is about three times as likely (the other questions of the 8 SQuAD tuning articles
-# against their gold sentences). A number needs one: numbers have no synonyms.
+# against their gold sentences). A number or an identifier (E1042) needs one: they have no synonyms.
 MIN_FRAME = 2
 # ... with the same first letter: "indigienous"/"indigenous" 0.95, "ricing"/"rising" 0.83 ("eastern"/"western" are
 # two words)
@@ -261,7 +262,7 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
                 continue
             if any(same(stated, k) for k in asked_words) or frozenset((asked.key, stated.key)) in aliases:
                 continue  # a word the question uses elsewhere (reordered), or another name of the same thing
-            if (anywhere and not frame.sure) or (frame.strength < MIN_FRAME and asked.sort != "number"):
+            if (anywhere and not frame.sure) or (frame.strength < MIN_FRAME and not _exact(asked)):
                 continue
             if not _competes(q, i, a, p, frame):
                 continue
@@ -312,6 +313,11 @@ def _opens_noun_phrase(seq: list[Token], i: int) -> bool:
     determiners, prepositions, _ = _classes()
     return (word in determiners or (word in prepositions and word != "to") or word in _NOUN_QUESTION_WORDS
             or seq[i - 1].sort == "number")
+
+
+def _exact(token: Token) -> bool:
+    """A number or an identifier (E1042, v2): a value without synonyms, so one frame word aligns it."""
+    return token.sort == "number" or any(c.isdigit() for c in token.text)
 
 
 def _kind(token: Token) -> Kind:
