@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 from selfcrag.components.text import STOPWORDS, numbers, split_sentences, words
-from selfcrag.quality.constraints import violations
 
 _CITATION = re.compile(r"\[(?:doc|web)_\d+\]")
 # A capitalised word or phrase ("Richard Nixon", "Account Settings", "McDonald's").
@@ -96,8 +95,3 @@ def rule_flags(answer: str, evidence_text: str) -> list[str]:
     flags.extend(f"absolute word {w!r} not in the evidence" for w in absolute)
     return flags
 
-
-def constraint_flags(question: str, answer: str) -> list[str]:
-    """Findings where `answer` is about another entity, number or qualifier than `question` asks
-    (quality.constraints): the rule both backends' answer graders run, whoever wrote the answer."""
-    return [v.describe() for v in violations(question, _CITATION.sub(" ", answer))]
