@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -120,6 +121,11 @@ def _folded(text: str) -> str:
 
 def tokens(text: str) -> list[Token]:
     """The text's words (English), characters (Chinese) and numbers, each with what the check needs to know."""
+    return list(_tokens(text))
+
+
+@lru_cache(maxsize=4096)  # one question is checked against many sentences, one sentence against a few questions
+def _tokens(text: str) -> tuple[Token, ...]:
     determiners, prepositions, particles = _classes()
     text = _folded(text)
     chinese = bool(_CJK_CHAR.search(text))  # Chinese has no capitals of its own: a capitalised word is a name
@@ -148,9 +154,9 @@ def tokens(text: str) -> list[Token]:
             or lower in determiners or lower in prepositions or raw in particles)
         out.append(Token(raw, key, sort, function, start, not between.strip()))
     # A capitalised first word followed by another capitalised word is the start of a name ("Möngke Khan ...").
-    return [Token(t.text, t.key, "name", t.function, t.start, t.joined)
-            if t.start and t.sort == "word" and t.text[0].isupper() and not t.function and i + 1 < len(out)
-            and out[i + 1].sort == "name" and out[i + 1].joined else t for i, t in enumerate(out)]
+    return tuple(Token(t.text, t.key, "name", t.function, t.start, t.joined)
+                 if t.start and t.sort == "word" and t.text[0].isupper() and not t.function and i + 1 < len(out)
+                 and out[i + 1].sort == "name" and out[i + 1].joined else t for i, t in enumerate(out))
 
 
 def same(a: Token, b: Token) -> bool:
@@ -178,7 +184,7 @@ class _Side:
     determiner: bool  # a determiner stands between ("defend the Song": "defend" modifies nothing)
 
 
-def _side(seq: list[Token], i: int, step: int) -> _Side:
+def _side(seq: Sequence[Token], i: int, step: int) -> _Side:
     """The frame of word i on one side (step -1: left, 1: right), within its phrase (a comma or bracket ends it)."""
     determiners = _classes()[0]
     gap: list[str] = []
@@ -222,8 +228,9 @@ class _Frame:
         return self.left and self.right
 
 
-def _frame(q: list[Token], i: int, a: list[Token], p: int) -> _Frame:
-    ql, qr, al, ar = _side(q, i, -1), _side(q, i, 1), _side(a, p, -1), _side(a, p, 1)
+def _frame(asked: tuple[_Side, _Side], stated: tuple[_Side, _Side]) -> _Frame:
+    """How two words' (left, right) sides match."""
+    (ql, qr), (al, ar) = asked, stated
     left = _anchor(ql.word, al.word) and ql.gap == al.gap and ql.determiner == al.determiner
     right = _anchor(qr.word, ar.word) and qr.gap == ar.gap and qr.determiner == ar.determiner
     further = (left and _anchor(ql.further, al.further)) + (right and _anchor(qr.further, ar.further))
@@ -241,7 +248,9 @@ def _aliases(context: str) -> set[frozenset[str]]:
 def violations(question: str, answer: str, context: str = "") -> list[Violation]:
     """The question's constraints the answer replaces with another value of the same kind in the same frame.
     `context` is the answer's passage and title, read for aliases only: the answer sentence is what must match."""
-    q, a = tokens(question), tokens(answer)
+    q, a = _tokens(question), _tokens(answer)
+    q_sides = [(_side(q, i, -1), _side(q, i, 1)) for i in range(len(q))]
+    a_sides = [(_side(a, p, -1), _side(a, p, 1)) for p in range(len(a))]
     asked_words = [t for t in q if not t.function]
     aliases = _aliases(context) if context else set()
     found: list[Violation] = []
@@ -254,7 +263,7 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
         for p, stated in enumerate(a):
             if stated.function:
                 continue
-            frame = _frame(q, i, a, p)
+            frame = _frame(q_sides[i], a_sides[p])
             if not frame.strength:
                 continue
             if same(asked, stated):
@@ -274,7 +283,7 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
     return found
 
 
-def _competes(q: list[Token], i: int, a: list[Token], p: int, frame: _Frame) -> bool:
+def _competes(q: Sequence[Token], i: int, a: Sequence[Token], p: int, frame: _Frame) -> bool:
     """Whether answer word p is a competing value for question word i in the frame they share (see the module
     docstring): a number for a number; a name for a name; otherwise a word of a noun phrase in the same slot, as a
     modifier before the same head noun, or as a qualifier after it behind the same preposition."""
@@ -303,7 +312,7 @@ def _competes(q: list[Token], i: int, a: list[Token], p: int, frame: _Frame) -> 
     return qualifier and (asked.sort == stated.sort or frame.strength >= 2)
 
 
-def _opens_noun_phrase(seq: list[Token], i: int) -> bool:
+def _opens_noun_phrase(seq: Sequence[Token], i: int) -> bool:
     """Word i follows a determiner, a preposition, a number or a noun-asking question word ("which"): it opens a
     noun phrase, so it modifies the noun after it. After a noun or an adverb ("pharmacists often participate")
     it is as likely a verb; after an auxiliary or a conjunction ("did ... build", "but encourage") more so."""
@@ -324,7 +333,7 @@ def _kind(token: Token) -> Kind:
     return "modifier" if token.sort == "word" else token.sort
 
 
-def _phrase(seq: list[Token], i: int) -> str:
+def _phrase(seq: Sequence[Token], i: int) -> str:
     """The word with the frame word after it (or before it, with the gap), as written: how a violation reads."""
     nxt, prev = _side(seq, i, 1), _side(seq, i, -1)
     chinese = not seq[i].text.isascii()
