@@ -94,4 +94,3 @@ def rule_flags(answer: str, evidence_text: str) -> list[str]:
         absolute.append("100%")
     flags.extend(f"absolute word {w!r} not in the evidence" for w in absolute)
     return flags
-
