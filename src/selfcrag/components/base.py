@@ -112,6 +112,8 @@ class AnswerGrade(ModelUse):
     useful: bool
     missing: str = ""  # what the question asks that the answer does not give; feeds the rewrite
     reason: str = ""
+    violations: int = 0  # the question's constraints the answer replaces with another value (quality.constraints)
+    term_coverage: float | None = None  # share of the question's terms in the answer; None: not measured
 
 
 @dataclass

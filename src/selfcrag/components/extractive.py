@@ -27,6 +27,7 @@ from selfcrag.components.text import split_sentences, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
+from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
 
 if TYPE_CHECKING:
@@ -119,6 +120,10 @@ class ExtractiveGenerator:
             missing = messages.phrase("not_mentioned", language, messages.listing(named, language))
             return Draft(answer="", citations=[], missing=missing)
         ranked = self.candidates(question, strips, avoid, settings)
+        ranked, swapped = keep_to_constraints(question, ranked)
+        if swapped and (not ranked or ranked[0].score < MIN_SUPPORT):  # say what the evidence is about instead
+            missing = messages.phrase("evidence_about_other", language, swapped.stated, swapped.asked)
+            return Draft(answer="", citations=[], missing=missing)
         if not ranked:
             return Draft(answer="", citations=[], missing=messages.phrase("all_unsupported", language))
         best = ranked[0]
@@ -147,3 +152,18 @@ class ExtractiveGenerator:
             citations.append(Citation(ref=ref, doc_id=c.strip["doc_id"], title=c.strip["title"],
                                       source=c.strip["source"], quote=c.sentence))
         return Draft(answer=" ".join(parts), citations=citations)
+
+
+def keep_to_constraints(question: str, ranked: list[Candidate]) -> tuple[list[Candidate], Violation | None]:
+    """The candidates without those about another entity, number or qualifier than the question asks
+    (quality.constraints), read with their passage for aliases, and the best one's violation. Only candidates that
+    could be chosen (MIN_SUPPORT and up) are checked: the rest are never quoted."""
+    kept, first = [], None
+    for c in ranked:
+        passage = f"{c.strip['title']}\n{c.strip['text']}"
+        found = violations(question, c.sentence, passage) if c.score >= MIN_SUPPORT else []
+        if found:
+            first = first or found[0]
+        else:
+            kept.append(c)
+    return kept, first

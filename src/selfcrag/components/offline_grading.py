@@ -36,7 +36,8 @@ from selfcrag.components.text import (
 from selfcrag.components.vector_store import lookup
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
-from selfcrag.quality.opposites import asked_sentence, conflicts
+from selfcrag.quality.constraints import Violation, violations
+from selfcrag.quality.opposites import Conflict, asked_sentence, conflicts
 from selfcrag.quality.rules import LONE_ONE, is_identifier, names
 
 if TYPE_CHECKING:
@@ -431,6 +432,9 @@ UNTYPED_FACTOR = 0.8
 
 # An answer that says the opposite of what the question asks (quality.opposites) answers another question.
 CONFLICT_FACTOR = 0.5
+# So does one about another entity, number or qualifier than the one asked (quality.constraints): never useful,
+# and its score (a confidence signal) halved like a conflict's.
+CONSTRAINT_FACTOR = 0.5
 
 
 class OfflineAnswerGrader:
@@ -470,12 +474,25 @@ class OfflineAnswerGrader:
         if found:
             score *= CONFLICT_FACTOR
             missing += [messages.conflict(c.kind, c.asked, c.stated, language) for c in found]
+        swapped = constraint_violations(question, text, found)
+        if swapped:
+            score *= CONSTRAINT_FACTOR
+            missing += [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
         if not typed:
             missing.append(messages.phrase("type_not_in_answer", language, messages.answer_type(kind, language)))
         if missing_terms:
             missing.append(messages.phrase("not_in_answer", language, messages.listing(missing_terms, language)))
         opposite = "".join(f"; asks {c.asked!r}, answer says {c.stated or 'what is'!r}" for c in found)
+        opposite += "".join(f"; {v.describe()}" for v in swapped)
         reason = (f"expects {kind}{'' if typed else ' (absent)'}{opposite}; covers {covered:.0%} of question terms; "
                   f"similarity {similarity:.2f}")
-        return AnswerGrade(score=round(score, 4), useful=score >= settings.thresholds().answer_relevance,
-                           missing=messages.separate(missing, language), reason=reason)
+        useful = score >= settings.thresholds().answer_relevance and not swapped
+        return AnswerGrade(score=round(score, 4), useful=useful, missing=messages.separate(missing, language),
+                           reason=reason, violations=len(swapped), term_coverage=round(covered, 4))
+
+
+def constraint_violations(question: str, answer: str, found: list[Conflict] | None = None) -> list[Violation]:
+    """The answer's constraint violations (quality.constraints), less another number where quality.opposites
+    already found one (`found`): "nineteen" answered by "nine" is one finding, not two."""
+    numbered = any(c.kind == "number" for c in found or [])
+    return [v for v in violations(question, answer) if not (numbered and v.kind == "number")]

@@ -51,6 +51,9 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
         "grounded": checks[-1].get("decision") == "grounded" if checks else None,
         "unsupported": len(checks[-1].get("unsupported") or []) if checks else 0,
         "useful": answer_grades[-1].get("decision") == "useful" if answer_grades else None,
+        # The answer's constraint violations and question-term coverage (quality.constraints), for calibration.
+        "constraint_violations": answer_grades[-1].get("violations") if answer_grades else None,
+        "answer_term_coverage": answer_grades[-1].get("term_coverage") if answer_grades else None,
         "confidence_signals": explanation.get("signals", {}),
         "weakest_signal": explanation.get("weakest", ""),
         "below_minimum": (output.get("quality") or {}).get("below", []),

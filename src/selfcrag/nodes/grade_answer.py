@@ -26,7 +26,7 @@ def make(components: Components):  # noqa: ANN201
             **spent(grade),
             "trace": [
                 {"node": "grade_answer", "decision": "useful" if grade.useful else "not useful", "reason": reason,
-                 **model_notes(grade)}
+                 "violations": grade.violations, "term_coverage": grade.term_coverage, **model_notes(grade)}
             ],
         }
 

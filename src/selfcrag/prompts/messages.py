@@ -36,6 +36,7 @@ PHRASES: dict[str, dict[Language, str]] = {
                                "zh": "问题问的是否定的情况，回答却是肯定的陈述"},
     "opposite_in_answer": {"en": "the question asks about \"{}\"; the answer says \"{}\"",
                            "zh": "问题问的是“{}”，回答说的却是“{}”"},
+    "evidence_about_other": {"en": "the evidence is about \"{}\", not \"{}\"", "zh": "资料说的是“{}”，而不是“{}”"},
     "contradicts": {"en": "this contradicts an earlier answer: \"{}\"", "zh": "这与之前的回答矛盾：“{}”"},
     "clarify": {"en": "Do you mean {} or {}?", "zh": "您是想问{}，还是{}？"},
     # The generator's `missing` when the model gave no answer: a plain phrase; the fault itself goes to the trace.
