@@ -46,6 +46,13 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
         "web_searches": len(_steps(trace, "web_search")),
         # A correction that retrieved the same passages again changed nothing the generator could use.
         "evidence_changed": any(set(ids) != set(rounds[0]) for ids in rounds[1:]),
+        # Strips each refinement (or web search) added to the run's evidence, in order; rounds that added any.
+        "evidence_added": [int(step.get("evidence_added", 0)) for step in trace
+                           if step.get("node") in ("refine", "web_search") and "evidence_added" in step],
+        "rounds_useful": sum(1 for step in trace if step.get("node") in ("refine", "web_search")
+                             and int(step.get("evidence_added", 0)) > 0),
+        "stopped_nothing_new": any(step.get("node") == "retrieve" and step.get("new") == 0 for step in retrievals[1:])
+        or any(step.get("node") == "rewrite_query" and step.get("decision") == "stop" for step in trace),
         "generations": len(_steps(trace, "generate")),
         "drafts": sum(1 for step in _steps(trace, "generate") if step.get("decision") == "draft"),
         "grounded": checks[-1].get("decision") == "grounded" if checks else None,
