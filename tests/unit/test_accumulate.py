@@ -126,3 +126,17 @@ def test_evidence_does_not_leak_into_the_next_run_of_a_thread():
     assert fake.generated_from[-1] == ["b#0"]
     values = graph.get_state(thread).values
     assert [s["id"] for s in values["evidence"]] == ["b#0"] and values["seen"] == ["b#0"]
+
+
+def test_the_rewrite_carries_the_name_the_first_hop_found():
+    from selfcrag.components.rewrite import KeywordRewriter
+
+    question = "What office did the actress who played Ada Crane in Harbour Nights later hold?"
+    first_hop = strip("k#0", 0.8, "Harbour Nights is a 1951 drama film starring Lena Marsh as the keeper Ada Crane. "
+                                  "It was shot in Cornwall.")
+    first_hop["title"] = "Harbour Nights (1951 film)"
+    rewrite = KeywordRewriter().rewrite(question, question, [first_hop], "", False, Context())
+    assert "Lena Marsh" in rewrite.query and "Lena Marsh" in rewrite.reason
+    assert "Harbour Nights" not in rewrite.reason  # the first hop's own title finds only the first hop again
+    assert "name the evidence gives" not in KeywordRewriter().rewrite(question, question, [], "", False,
+                                                                      Context()).reason
