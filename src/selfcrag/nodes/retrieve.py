@@ -27,8 +27,9 @@ def make(components: Components):  # noqa: ANN201
         rounds = state.get("retrieval_rounds", 0) + 1
         seen = list(state.get("seen") or [])
         new = [p for p in passages if p["id"] not in seen]
-        emit("retrieve", f"retrieved {len(passages)} passages, {len(new)} new (round {rounds}/"
-             f"{settings.max_retrieval_rounds})", passages=len(passages), new=len(new), round=rounds)
+        fresh = f", {len(new)} new" if rounds > 1 else ""  # every passage of the first round is new
+        emit("retrieve", f"retrieved {len(passages)} passages{fresh} (round {rounds}/{settings.max_retrieval_rounds})",
+             passages=len(passages), new=len(new), round=rounds)
         reason = f"round {rounds}/{settings.max_retrieval_rounds}, query: {query!r}"
         if rounds > 1:
             reason += f"; {len(new)} not retrieved before" + ("" if new else ": no new evidence, correction ends")
