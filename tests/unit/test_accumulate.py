@@ -113,7 +113,8 @@ def test_a_round_that_finds_nothing_new_ends_the_correction():
     assert "no new evidence, correction ends" in retrieves[-1]["reason"]
     assert result["trace"][-1]["node"] == "finalize"
     signals = graph_signals(result)
-    assert signals["evidence_added"] == [1] and signals["rounds_useful"] == 1
+    assert signals["evidence_added"] == [1] and signals["rounds_useful"] == 1 and signals["stopped_nothing_new"]
+    assert signals["yes_no_decided"] is False
 
 
 def test_evidence_does_not_leak_into_the_next_run_of_a_thread():
