@@ -7,7 +7,8 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
-    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
+    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review;
+     retrieve --a correction round with no new chunk--> generate (evidence not yet drafted from), else finalize)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
@@ -109,7 +110,7 @@ def build_graph(  # noqa: ANN201
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
 
-    branch("retrieve", routing.after_retrieve, ["grade_documents", "finalize"])
+    branch("retrieve", routing.after_retrieve, ["grade_documents", "generate", "finalize"])
     branch("grade_documents", routing.after_grading, ["refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "finalize"])

@@ -51,15 +51,22 @@ def nothing_new(state: State) -> bool:
 
 
 def after_retrieve(state: State, settings: Context) -> str:
-    """A question the evidence cannot read abstains at once: grading it would spend model calls on noise. So does
-    a correction round that found nothing new: every path into one has already generated from the evidence, or
-    found it too weak, or found none, and the same evidence would only repeat that (`retrieve` traces why)."""
-    return "finalize" if question_unreadable(state) or nothing_new(state) else "grade_documents"
+    """A question the evidence cannot read abstains at once: grading it would spend model calls on noise. A
+    correction round that found nothing new ends the correction (`retrieve` traces why): evidence no draft was
+    written from yet (it was too weak while corrections remained) is generated from now, as it would have been
+    once the rounds ran out; otherwise the draft or abstention so far stands."""
+    if question_unreadable(state):
+        return "finalize"
+    if nothing_new(state):
+        unused = state.get("knowledge") and not state.get("answer") and not state.get("generations")
+        return "generate" if unused else "finalize"
+    return "grade_documents"
 
 
 def after_grading(state: State, settings: Context) -> str:
-    """CRAG action: correct/ambiguous keep (refine) the evidence; incorrect replaces it."""
-    if state.get("crag_action") in ("correct", "ambiguous"):
+    """CRAG action: correct/ambiguous keep (refine) the evidence; incorrect replaces it, unless earlier rounds of
+    the run found evidence: then this round only added nothing, and refine decides on what the run has."""
+    if state.get("crag_action") in ("correct", "ambiguous") or state.get("evidence"):
         return "refine"
     if rewrite_for_web(state) or can_retry_retrieval(state, settings):
         return "rewrite_query"

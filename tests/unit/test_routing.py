@@ -21,6 +21,7 @@ def state(**kw):
     ("kw", "expected"),
     [
         ({"crag_action": "correct"}, "refine"),
+        ({"crag_action": "incorrect", "evidence": [STRIP]}, "refine"),  # earlier rounds' evidence still counts
         ({"crag_action": "ambiguous"}, "refine"),
         ({"crag_action": "incorrect", "web_available": True}, "rewrite_query"),  # rewrite for web
         ({"crag_action": "incorrect"}, "rewrite_query"),  # no web: new retrieval round
@@ -156,6 +157,9 @@ PASSAGE = {"id": "a#1", "doc_id": "a", "chunk_index": 1, "title": "A", "source":
         ({"documents": []}, "grade_documents"),  # round 1 with nothing: grading says incorrect, a rewrite follows
         ({"documents": [PASSAGE], "retrieval_rounds": 2}, "grade_documents"),  # a new chunk: worth grading
         ({"documents": [], "retrieval_rounds": 2}, "finalize"),  # only chunks seen before: nothing to add
+        # ... but evidence held back as too weak while corrections remained is generated from now
+        ({"documents": [], "retrieval_rounds": 2, "knowledge": [STRIP], "generations": 0}, "generate"),
+        ({"documents": [], "retrieval_rounds": 2, "knowledge": [STRIP], "answer": "a [doc_1]"}, "finalize"),
         ({"documents": [PASSAGE], "question": "؟؟ مرحبا بكم في"}, "finalize"),  # a script nothing reads
     ],
 )
