@@ -8,7 +8,8 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
-    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review)
+    (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review;
+     retrieve --a correction round with no new chunk--> generate (evidence not yet drafted from), else finalize)
     (contextualize: a follow-up that leans on the conversation is rewritten to stand alone; others pass as asked)
     (model backend, strong first round: retrieve -> (grade_documents || speculate, a draft) -> adopt_draft
         --grading agrees: the draft--> (check_hallucination || grade_answer);  otherwise--> as grading routes)
@@ -129,7 +130,7 @@ def build_graph(  # noqa: ANN201
         decide_here.__name__ = decide.__name__
         return decide_here
 
-    branch("retrieve", on_backend(routing.fan_out), [*routing.SPECULATION, "finalize"])
+    branch("retrieve", on_backend(routing.fan_out), [*routing.SPECULATION, "generate", "finalize"])
     branch("grade_documents", on_backend(routing.after_grading_or_join),
            ["refine", "rewrite_query", "finalize", "adopt_draft"])  # fmt: skip
     graph.add_edge("speculate", "adopt_draft")  # grading routes there too: the two meet

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from langgraph.graph import END
 
+from selfcrag.components.offline_grading import terms_of as query_terms
 from selfcrag.components.sanitize import unreadable
 from selfcrag.context import Context
 from selfcrag.state import State
@@ -43,14 +44,29 @@ def question_unreadable(state: State) -> str:
     return unreadable(state.get("question") or "", passages)
 
 
+def nothing_new(state: State) -> bool:
+    """A correction round retrieved only chunks an earlier round of the run had (kept in the evidence, or
+    rejected): it cannot add evidence, and the draft or abstention of the evidence so far stands."""
+    return state.get("retrieval_rounds", 0) > 1 and not state.get("documents")
+
+
 def after_retrieve(state: State, settings: Context) -> str:
-    """A question the evidence cannot read abstains at once: grading it would spend model calls on noise."""
-    return "finalize" if question_unreadable(state) else "grade_documents"
+    """A question the evidence cannot read abstains at once: grading it would spend model calls on noise. A
+    correction round that found nothing new ends the correction (`retrieve` traces why): evidence no draft was
+    written from yet (it was too weak while corrections remained) is generated from now, as it would have been
+    once the rounds ran out; otherwise the draft or abstention so far stands."""
+    if question_unreadable(state):
+        return "finalize"
+    if nothing_new(state):
+        unused = state.get("knowledge") and not state.get("answer") and not state.get("generations")
+        return "generate" if unused else "finalize"
+    return "grade_documents"
 
 
 def after_grading(state: State, settings: Context) -> str:
-    """CRAG action: correct/ambiguous keep (refine) the evidence; incorrect replaces it."""
-    if state.get("crag_action") in ("correct", "ambiguous"):
+    """CRAG action: correct/ambiguous keep (refine) the evidence; incorrect replaces it, unless earlier rounds of
+    the run found evidence: then this round only added nothing, and refine decides on what the run has."""
+    if state.get("crag_action") in ("correct", "ambiguous") or state.get("evidence"):
         return "refine"
     if rewrite_for_web(state) or can_retry_retrieval(state, settings):
         return "rewrite_query"
@@ -85,10 +101,23 @@ def repeats_a_query(state: State) -> bool:
     return " ".join((state.get("query") or "").lower().split()) in tried
 
 
+def adds_no_terms(state: State) -> bool:
+    """The rewrite brings no content term the queries so far lacked, and either asks with the very terms of one
+    of them (word order and repeats change nothing a retriever reads) or the run has no evidence at all (its
+    passages were all rejected: fewer of the same terms find the same ones)."""
+    tried = [query_terms(q) for q in state.get("queries") or []]
+    asked = query_terms(state.get("query") or "")
+    if not tried or not asked <= set().union(*tried):
+        return False
+    return asked in tried or not state.get("evidence")
+
+
 def after_rewrite(state: State, settings: Context) -> str:
+    """A knowledge-base rewrite retrieves again only when it can find something new (`rewrite_query` traces
+    why not)."""
     if rewrite_for_web(state):
         return "web_search"
-    return "finalize" if repeats_a_query(state) else "retrieve"
+    return "finalize" if repeats_a_query(state) or adds_no_terms(state) else "retrieve"
 
 
 def after_web_search(state: State, settings: Context) -> str:

@@ -85,10 +85,12 @@ class State(OutputState, total=False):
     query: str  # the current retrieval query (the question, then rewrites)
     web_query: str
     queries: list[str]  # every query retrieved with so far: a rewrite that repeats one ends the search
-    documents: list[Passage]  # retrieved this round
+    documents: list[Passage]  # retrieved this round and not seen in an earlier round of the run
+    seen: list[str]  # ids of every chunk retrieved in this run: a round that finds only these can add nothing
     grades: list[Grade]
     crag_action: Label
-    knowledge: list[Strip]  # what generation may use
+    knowledge: list[Strip]  # what generation may use: the best of `evidence`, within the strip budget
+    evidence: list[Strip]  # every strip judged relevant in any round of this run (web included), one per text
     web_available: bool
     web_searched: bool
     unsupported_claims: list[str]

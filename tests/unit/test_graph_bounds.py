@@ -33,8 +33,10 @@ class Fixed:
 
     # retriever
     def retrieve(self, query, settings):
+        # A new chunk each round: a round that finds only chunks seen before ends the correction by itself
+        # (test_accumulate.py), and these tests are about the counters' bounds.
         self.seen["retrieve"] += 1
-        return [PASSAGE]
+        return [Passage(**{**PASSAGE, "id": f"p#{self.seen['retrieve']}"})]
 
     # relevance grader
     def grade(self, question, passages_or_answer, settings):
@@ -65,7 +67,8 @@ class Fixed:
 
     def rewrite(self, question, query, evidence, feedback, for_web, settings):
         self.seen["rewrite_web" if for_web else "rewrite"] += 1
-        return Rewrite(query=f"{query} again", reason="fixed", llm_calls=self.calls)
+        # A new term each time: a rewrite that adds none ends the correction by itself (test_routing.py).
+        return Rewrite(query=f"{query} again{self.seen['rewrite']}", reason="fixed", llm_calls=self.calls)
 
     @property
     def available(self):
@@ -123,7 +126,7 @@ def test_useless_answers_rewrite_and_retry_until_rounds_run_out():
     assert fake.seen["retrieve"] == 3
     assert fake.seen["rewrite"] == 2
     queries = [s["reason"] for s in result["trace"] if s["node"] == "retrieve"]
-    assert "q again again" in queries[-1]
+    assert "q again1 again2" in queries[-1]
 
 
 @pytest.mark.parametrize("budget", [0, 3, 7])

@@ -427,7 +427,8 @@ def test_a_question_against_an_index_with_stored_vectors_embeds_only_the_questio
 def test_the_graph_decides_the_same_with_and_without_stored_vectors(help_center, question, settings):
     stored, _ = ask(help_center / "stored", question, settings)
     plain, texts = ask(help_center / "plain", question, settings)
-    assert len(set(texts)) > 1  # the plain index really embedded its passages
+    if any(step["node"] == "refine" for step in plain["trace"]):  # evidence was read (no abstention at round 1)
+        assert len(set(texts)) > 1  # the plain index really embedded its strips and sentences
     for key in ("answer", "decision", "confidence", "scores", "citations", "missing"):
         assert stored[key] == plain[key], key
 

@@ -21,6 +21,7 @@ def state(**kw):
     ("kw", "expected"),
     [
         ({"crag_action": "correct"}, "refine"),
+        ({"crag_action": "incorrect", "evidence": [STRIP]}, "refine"),  # earlier rounds' evidence still counts
         ({"crag_action": "ambiguous"}, "refine"),
         ({"crag_action": "incorrect", "web_available": True}, "rewrite_query"),  # rewrite for web
         ({"crag_action": "incorrect"}, "rewrite_query"),  # no web: new retrieval round
@@ -58,7 +59,14 @@ def test_after_refine(kw, expected):
         ({"crag_action": "incorrect"}, "retrieve"),
         ({"crag_action": "correct", "web_available": True}, "retrieve"),  # a failed answer grade: new round
         ({"query": "ship antarctica", "queries": ["Ship  Antarctica"]}, "finalize"),  # nothing new to retrieve
-        ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica?"]}, "retrieve"),
+        # Fewer of the same terms: worth a try while the run has evidence to refine the search from ...
+        ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica by sea?"], "evidence": [STRIP]},
+         "retrieve"),
+        # ... but with every passage so far rejected it finds the same ones again: no retry.
+        ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica by sea?"]}, "finalize"),
+        # The very terms of a query tried (stop words, order and case aside): the same passages, evidence or not.
+        ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica?"], "evidence": [STRIP]}, "finalize"),
+        ({"query": "ship antarctica penguins", "queries": ["Do you ship to Antarctica?"]}, "retrieve"),  # a new term
     ],
 )
 def test_after_rewrite(kw, expected):
@@ -136,3 +144,24 @@ def test_after_finalize():
     assert routing.after_finalize(state(decision="human_review"), S) == "human_review"
     for decision in ("answer", "answer_with_caveat", "abstain"):
         assert routing.after_finalize(state(decision=decision), S) == END
+
+
+PASSAGE = {"id": "a#1", "doc_id": "a", "chunk_index": 1, "title": "A", "source": "a.md", "text": "Ships sail.",
+           "score": 0.5, "origin": "kb"}
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"documents": [PASSAGE]}, "grade_documents"),
+        ({"documents": []}, "grade_documents"),  # round 1 with nothing: grading says incorrect, a rewrite follows
+        ({"documents": [PASSAGE], "retrieval_rounds": 2}, "grade_documents"),  # a new chunk: worth grading
+        ({"documents": [], "retrieval_rounds": 2}, "finalize"),  # only chunks seen before: nothing to add
+        # ... but evidence held back as too weak while corrections remained is generated from now
+        ({"documents": [], "retrieval_rounds": 2, "knowledge": [STRIP], "generations": 0}, "generate"),
+        ({"documents": [], "retrieval_rounds": 2, "knowledge": [STRIP], "answer": "a [doc_1]"}, "finalize"),
+        ({"documents": [PASSAGE], "question": "؟؟ مرحبا بكم في"}, "finalize"),  # a script nothing reads
+    ],
+)
+def test_after_retrieve(kw, expected):
+    assert routing.after_retrieve(state(**kw), S) == expected

@@ -1,7 +1,9 @@
 """An extractive generator: the answer is the best evidence sentence(s), copied verbatim, each cited.
 
 Copying instead of writing means the offline answer can never state what the evidence does not; when no
-sentence supports an answer the generator says what the evidence lacks instead of guessing. A sentence that
+sentence supports an answer the generator says what the evidence lacks instead of guessing. A yes/no or
+comparison question the evidence decides (`components/comparison.py`) is answered with the verdict first
+("Yes.", or the option picked), then the deciding sentences. A sentence that
 addresses the assistant (prompt injection) is never copied, even if one reaches the strips.
 """
 
@@ -11,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from selfcrag.components import comparison
 from selfcrag.components.base import Citation, Draft, Embedder, Strip, Turn
 from selfcrag.components.embeddings import for_run
 from selfcrag.components.offline_grading import (
@@ -119,6 +122,9 @@ class ExtractiveGenerator:
             named = absent_keys or absent or list(terms.values())
             missing = messages.phrase("not_mentioned", language, messages.listing(named, language))
             return Draft(answer="", citations=[], missing=missing)
+        decided = comparison.decide(question, strips)
+        if decided and not {normalise(a) for a in avoid or []} & {normalise(s) for s, _ in decided.support}:
+            return cite(decided.support, strips, lead=decided.verdict)
         ranked = self.candidates(question, strips, avoid, settings)
         ranked, swapped = keep_to_constraints(question, ranked)
         if swapped and (not ranked or ranked[0].score < MIN_SUPPORT):  # say what the evidence is about instead
@@ -144,14 +150,25 @@ class ExtractiveGenerator:
             if set(best.missing) - set(c.missing) or (c.typed and not best.typed):
                 chosen.append(c)
 
-        labels = doc_labels(strips)  # the numbering the groundedness checkers read citations with
-        parts, citations = [], []
-        for c in chosen:
-            ref = labels[c.strip["doc_id"]]
-            parts.append(f"{c.sentence} [{ref}]")
-            citations.append(Citation(ref=ref, doc_id=c.strip["doc_id"], title=c.strip["title"],
-                                      source=c.strip["source"], quote=c.sentence))
-        return Draft(answer=" ".join(parts), citations=citations)
+        return cite([(c.sentence, c.strip) for c in chosen], strips)
+
+
+def cite(chosen: list[tuple[str, Strip]], strips: list[Strip], lead: str = "") -> Draft:
+    """The answer: `lead` (a verdict) as its own sentence, then each chosen sentence with its citation."""
+    labels = doc_labels(strips)  # the numbering the groundedness checkers read citations with
+    stop = "。" if lead and language_of(lead) == "zh" else ". "
+    parts, citations = [lead.rstrip(".") + stop] if lead else [], []
+    seen: set[str] = set()
+    for sentence, strip in chosen:
+        sentence = clean(sentence)
+        if normalise(sentence) in seen:  # two options may be decided by one sentence
+            continue
+        seen.add(normalise(sentence))
+        ref = labels[strip["doc_id"]]
+        parts.append(f"{sentence} [{ref}] ")
+        citations.append(Citation(ref=ref, doc_id=strip["doc_id"], title=strip["title"], source=strip["source"],
+                                  quote=sentence))
+    return Draft(answer="".join(parts).strip(), citations=citations)
 
 
 def keep_to_constraints(question: str, ranked: list[Candidate]) -> tuple[list[Candidate], Violation | None]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.components.base import Embedder, GroundednessCheck, Strip
+from selfcrag.components.comparison import is_verdict
 from selfcrag.components.embeddings import for_run, reads
 from selfcrag.components.offline_grading import embed, fold, strip_citations, terms_of
 from selfcrag.components.text import split_sentences, words
@@ -175,8 +176,9 @@ class OfflineGroundednessChecker:
             if sentence_flags:  # a wrong number or an invented name: the sentence is not supported as a whole
                 unsupported.append(sentence)
                 continue
-            if not own or _normalised(sentence) in scope.whole:
-                continue  # copied from the evidence it cites (or no content to check)
+            if not own or _normalised(sentence) in scope.whole or is_verdict(sentence):
+                continue  # copied from the evidence it cites (or no content to check: a bare "Yes." claims what
+                # the sentences after it state, and those are checked)
             similar = sims[i][scope.rows] if reads(embedder, sentence) else None
             if not _supported(sentence, own, similar, [evidence[j] for j in scope.rows],
                               [evidence_words[j] for j in scope.rows], scope.words):  # fmt: skip

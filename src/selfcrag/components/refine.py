@@ -91,3 +91,35 @@ class StripRefiner:
             strips.append(Strip(id=passage["id"], doc_id=passage["doc_id"], title=passage["title"],
                                 source=passage["source"], text=text, score=round(score, 4)))
         return Refinement(strips=strips)
+
+
+def _key(strip: Strip) -> tuple[str, str]:
+    return strip["id"], " ".join(strip["text"].split())
+
+
+def accumulate(evidence: list[Strip], new: list[Strip], settings: Context) -> tuple[list[Strip], list[Strip]]:
+    """(the run's evidence with this round's strips merged in, the knowledge generation gets from it).
+
+    Evidence is kept per chunk and text: a chunk found again keeps its best score, so a second hop adds to the
+    first instead of replacing it. Every strip is scored against the question (not the round's query), so scores
+    of different rounds compare. Knowledge is the evidence by score within `max_strips` and `strip_token_budget`,
+    and always holds this round's best strip: a second hop names the answer, not the question's words, so it
+    scores below the first hop's strips and would otherwise never reach generation."""
+    merged: dict[tuple[str, str], Strip] = {}
+    for strip in [*evidence, *new]:
+        key = _key(strip)
+        if key not in merged or strip["score"] > merged[key]["score"]:
+            merged[key] = strip
+    pool = sorted(merged.values(), key=lambda s: -s["score"])  # stable: equal scores keep the order found
+    leader = max(new, key=lambda s: s["score"], default=None)
+    ordered = ([merged[_key(leader)]] if leader else []) + [s for s in pool if not leader or _key(s) != _key(leader)]
+    chosen: list[Strip] = []
+    used = 0
+    for strip in ordered:
+        if len(chosen) >= settings.max_strips:
+            break
+        if chosen and used + approx_tokens(strip["text"]) > settings.strip_token_budget:
+            continue  # a shorter, lower-ranked strip may still fit
+        used += approx_tokens(strip["text"])
+        chosen.append(strip)
+    return pool, sorted(chosen, key=lambda s: -s["score"])

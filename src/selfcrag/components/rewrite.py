@@ -3,7 +3,9 @@ a follow-up question made standalone (`contextualize`, components/contextualize.
 
 A new retrieval round is only worth it if it can find something new, so the knowledge-base query adds
 terms the last query did not have: distinctive words of the best evidence so far (pseudo-relevance
-feedback) and the terms the answer grader said were missing.
+feedback), the terms the answer grader said were missing, and the name the best evidence gives that the
+question does not (the bridge of a multi-hop question: "the woman who portrayed X" -> the actress the first
+hop's passage names), so the next round can retrieve the second hop.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ from typing import TYPE_CHECKING
 from selfcrag.components.base import Embedder, Rewrite, Strip, Turn
 from selfcrag.components.contextualize import carry_subject
 from selfcrag.components.offline_grading import join_pairs, question_terms
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, term, words
+from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, split_sentences, term, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
+from selfcrag.quality.rules import names
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
 EVIDENCE_TERMS = 3  # expansion terms taken from the evidence: enough to shift BM25, few enough not to drift
 EVIDENCE_STRIPS = 2  # only the best strips: lower ones are more likely off-topic
+BRIDGE_NAMES = 1  # names carried from the best strip: one bridge per hop; more would pull toward the first hop
 WEB_MAX_WORDS = 8
 # Words of the graders' own messages ("no passage mentions: x", "回答没有提到：y") are not query terms.
 _FEEDBACK_VOCABULARY = frozenset({
@@ -46,6 +50,17 @@ def _keywords(text: str) -> list[str]:
 
 def _keys(phrase: str) -> set[str]:
     return {term(w) for w in words(phrase)}
+
+
+def _bridges(evidence: list[Strip], have: set[str]) -> list[str]:
+    """Names in the best strip that the query lacks, several-word names first (more likely one entity than a
+    capitalised adjective), then in reading order."""
+    best = max(evidence, key=lambda s: s["score"], default=None)
+    if best is None:
+        return []
+    found = [n for sentence in split_sentences(best["text"]) for n in names(sentence) if _keys(n) - have]
+    found = [n for n in dict.fromkeys(found) if not _keys(n) & _keys(best["title"])]  # the first hop's own name
+    return sorted(found, key=lambda n: len(n.split()) < 2)[:BRIDGE_NAMES]
 
 
 def _feedback_terms(feedback: str) -> list[str]:
@@ -77,6 +92,8 @@ class KeywordRewriter:
         have = _keys(query) | _keys(" ".join(base))
         from_feedback = [w for w in _feedback_terms(feedback) if _keys(w) - have]
         have |= _keys(" ".join(from_feedback))
+        bridges = _bridges(evidence, have) if language_of(question) == "en" else []
+        have |= _keys(" ".join(bridges))
         counts: Counter[str] = Counter()
         best = sorted(evidence, key=lambda s: -s["score"])[:EVIDENCE_STRIPS]
         for strip in best:
@@ -86,13 +103,15 @@ class KeywordRewriter:
                     counts[w] += 1
         # Frequent in the best strips first; ties in reading order (Counter keeps insertion order).
         from_evidence = [w for w, _ in counts.most_common(EVIDENCE_TERMS)]
-        new_query = " ".join(dict.fromkeys([*base, *from_feedback, *from_evidence]))
-        added = [*from_feedback, *from_evidence]
+        new_query = " ".join(dict.fromkeys([*base, *from_feedback, *bridges, *from_evidence]))
+        added = [*from_feedback, *bridges, *from_evidence]
         if not new_query or new_query.lower() == " ".join(query.lower().split()):
             return Rewrite(query=query, reason="nothing new to add to the query")
         reason = "keywords of the question"
         if from_feedback:
             reason += f", plus missing terms: {', '.join(from_feedback)}"
+        if bridges:
+            reason += f", plus the name the evidence gives: {', '.join(bridges)}"
         if from_evidence:
             reason += f", plus evidence terms: {', '.join(from_evidence)}"
         if not added:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from selfcrag.components.comparison import is_verdict
+
 TOP = 3  # retrieval scores kept per record: the best passages carry the signal, the tail is noise
 
 
@@ -46,6 +48,16 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
         "web_searches": len(_steps(trace, "web_search")),
         # A correction that retrieved the same passages again changed nothing the generator could use.
         "evidence_changed": any(set(ids) != set(rounds[0]) for ids in rounds[1:]),
+        # Strips each refinement (or web search) added to the run's evidence, in order; rounds that added any.
+        "evidence_added": [int(step.get("evidence_added", 0)) for step in trace
+                           if step.get("node") in ("refine", "web_search") and "evidence_added" in step],
+        "rounds_useful": sum(1 for step in trace if step.get("node") in ("refine", "web_search")
+                             and int(step.get("evidence_added", 0)) > 0),
+        "stopped_nothing_new": any(step.get("node") == "retrieve" and step.get("new") == 0 for step in retrievals[1:])
+        or any(step.get("node") == "rewrite_query" and step.get("decision") == "stop" for step in trace),
+        # The draft opens with a bare yes/no verdict the evidence decided (components/comparison.py).
+        "yes_no_decided": any(is_verdict(str(step.get("draft") or "").split(".")[0].split("。")[0])
+                              for step in _steps(trace, "finalize")),
         "generations": len(_steps(trace, "generate")),
         "drafts": sum(1 for step in _steps(trace, "generate") if step.get("decision") == "draft"),
         "grounded": checks[-1].get("decision") == "grounded" if checks else None,

@@ -104,6 +104,9 @@ def make(components: Components):  # noqa: ANN201 - the node signature is LangGr
             "documents": [],
             "grades": [],
             "knowledge": [],
+            "evidence": [],  # evidence accumulates over the rounds of one run, never across runs of a thread
+            "seen": [],
+            "queries": [],
             "answer": "",
             "citations": [],
             "missing": "",

@@ -1,5 +1,6 @@
 """Knowledge refinement (decompose-then-recompose): keeps the question-relevant strips of the passages
-graded correct or ambiguous; citations still point at the original documents."""
+graded correct or ambiguous; citations still point at the original documents. The strips join the run's
+evidence (`components/refine.py accumulate`), so what earlier rounds found stays available to generation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
+from selfcrag.components.refine import accumulate
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.state import State
@@ -20,15 +22,21 @@ def make(components: Components):  # noqa: ANN201
         passages = [p for p in state.get("documents") or [] if p["id"] in kept]
         refinement = components.refiner.refine(state["question"], passages, settings)
         strips = refinement.strips
+        before = state.get("evidence") or []
+        evidence, knowledge = accumulate(before, strips, settings)
+        added = len(evidence) - len(before)
         return {
-            "knowledge": strips,
+            "knowledge": knowledge,
+            "evidence": evidence,
             **spent(refinement),
             "trace": [
                 {
                     "node": "refine",
-                    "decision": f"{len(strips)} strips",
-                    "reason": f"kept {len(strips)} strips from {len(passages)} passages not graded incorrect",
-                    "strips": [s["id"] for s in strips],
+                    "decision": f"{len(knowledge)} strips",
+                    "reason": f"kept {len(strips)} strips from {len(passages)} passages not graded incorrect"
+                    + (f"; {added} new to the run's evidence ({len(evidence)} strips in all)" if before else ""),
+                    "strips": [s["id"] for s in knowledge],
+                    "evidence_added": added,  # what this round added that earlier rounds had not found
                     **model_notes(refinement),
                 }
             ],

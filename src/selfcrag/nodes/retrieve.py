@@ -1,5 +1,9 @@
 """Retrieves passages for the current query from the knowledge base (or the caller's retriever). Sentences that
-address the assistant (prompt injection) are removed here, so every later step sees clean passages."""
+address the assistant (prompt injection) are removed here, so every later step sees clean passages.
+
+Only chunks no earlier round of the run retrieved go on to grading: the ones judged relevant before are in the
+run's evidence already, the ones rejected would be rejected again. A later round that finds no new chunk cannot
+add evidence, and routing ends the correction there (`routing.nothing_new`)."""
 
 from __future__ import annotations
 
@@ -21,19 +25,27 @@ def make(components: Components):  # noqa: ANN201
         retrieved = components.retriever_for(settings).retrieve(query, settings)
         passages, removed = injection.clean_passages(retrieved)  # documents are data, never instructions
         rounds = state.get("retrieval_rounds", 0) + 1
-        emit("retrieve", f"retrieved {len(passages)} passages (round {rounds}/{settings.max_retrieval_rounds})",
-             passages=len(passages), round=rounds)
+        seen = list(state.get("seen") or [])
+        new = [p for p in passages if p["id"] not in seen]
+        fresh = f", {len(new)} new" if rounds > 1 else ""  # every passage of the first round is new
+        emit("retrieve", f"retrieved {len(passages)} passages{fresh} (round {rounds}/{settings.max_retrieval_rounds})",
+             passages=len(passages), new=len(new), round=rounds)
+        reason = f"round {rounds}/{settings.max_retrieval_rounds}, query: {query!r}"
+        if rounds > 1:
+            reason += f"; {len(new)} not retrieved before" + ("" if new else ": no new evidence, correction ends")
         return {
-            "documents": passages,
+            "documents": new,
+            "seen": seen + [p["id"] for p in new],
             "retrieval_rounds": rounds,
             "queries": [*(state.get("queries") or []), query],
-            "generations": 0,  # new evidence: the generation budget starts again
+            # New evidence: the generation budget starts again (a round with none ends the correction instead).
+            "generations": 0 if new or rounds == 1 else state.get("generations", 0),
             "trace": [
                 {
                     "node": "retrieve",
-                    "decision": f"{len(passages)} passages",
-                    "reason": f"round {rounds}/{settings.max_retrieval_rounds}, query: {query!r}"
-                    + injection.reason(removed),
+                    "decision": f"{len(new)} new passages" if rounds > 1 else f"{len(passages)} passages",
+                    "reason": reason + injection.reason(removed),
+                    "new": len(new),
                     "passages": [{"id": p["id"], "score": round(p["score"], 3)} for p in retrieved],
                     **injection.notes(removed),
                 }

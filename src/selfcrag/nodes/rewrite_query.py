@@ -1,5 +1,7 @@
 """Rewrites the query: a short keyword query for web search (CRAG `incorrect`), or a better knowledge-base
-query from the grader's feedback and the best evidence so far (a new retrieval round)."""
+query from the grader's feedback and the best evidence so far (a new retrieval round). A rewrite that can find
+nothing new (a query already tried, or no term the queries so far lacked) is traced as `stop`: routing ends
+the correction there."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
-from selfcrag.routing import rewrite_for_web
+from selfcrag.routing import adds_no_terms, repeats_a_query, rewrite_for_web
 from selfcrag.state import State
 
 
@@ -27,11 +29,17 @@ def make(components: Components):  # noqa: ANN201
              query=rewrite.query, for_web=for_web)
         update: dict[str, Any] = spent(rewrite)
         update["web_query" if for_web else "query"] = rewrite.query
+        reason, decision = rewrite.reason or "rewritten", "web query" if for_web else "new retrieval query"
+        after = {**state, "query": rewrite.query}  # what routing reads next: say here why it stops
+        if not for_web and repeats_a_query(after):  # type: ignore[arg-type]
+            decision, reason = "stop", f"{reason}; the query was retrieved with already: nothing new to find"
+        elif not for_web and adds_no_terms(after):  # type: ignore[arg-type]
+            decision, reason = "stop", f"{reason}; no content term the queries so far lacked: nothing new to find"
         update["trace"] = [
             {
                 "node": "rewrite_query",
-                "decision": "web query" if for_web else "new retrieval query",
-                "reason": rewrite.reason or "rewritten",
+                "decision": decision,
+                "reason": reason,
                 "query": rewrite.query,
                 **model_notes(rewrite),
             }

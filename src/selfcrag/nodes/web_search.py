@@ -1,5 +1,7 @@
-"""Web search (CRAG's corrective step): results are graded like retrieved passages and refined into strips.
-`ambiguous` adds them to the kept knowledge; `incorrect` replaces it. Failures degrade to retrieval only.
+"""Web search (CRAG's corrective step): results are graded like retrieved passages and refined into strips,
+which join the run's evidence like any round's (`components/refine.py accumulate`): `ambiguous` adds them to
+what this round kept, `incorrect` to what earlier rounds found (this round's passages were all rejected, so
+they add nothing). Failures degrade to retrieval only.
 Sentences of a result that address the assistant (prompt injection) are removed before grading."""
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.components.base import WebSearchError
+from selfcrag.components.refine import accumulate
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
@@ -21,14 +24,12 @@ def make(components: Components):  # noqa: ANN201
     def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         query = state.get("web_query") or state["question"]
-        base = [] if state.get("crag_action") == "incorrect" else list(state.get("knowledge") or [])
         update: dict[str, Any] = {"web_searched": True, "generations": 0}
         try:
             results, removed = injection.clean_passages(components.web.search(query, settings))
         except WebSearchError as exc:
             emit("web_search", f"{exc}; continuing with the knowledge base only", failed=True)
-            update["web_available"] = False
-            update["knowledge"] = base
+            update["web_available"] = False  # the knowledge stays what the rounds so far found
             update["trace"] = [{"node": "web_search", "decision": "unavailable", "reason": str(exc)}]
             return update
         grading = refinement = None
@@ -43,7 +44,8 @@ def make(components: Components):  # noqa: ANN201
             strips = refinement.strips
         emit("web_search", f"web search: {len(results)} results, {len(kept)} relevant", results=len(results),
              relevant=len(kept))
-        update["knowledge"] = base + strips
+        before = state.get("evidence") or []
+        update["evidence"], update["knowledge"] = accumulate(before, strips, settings)
         update |= spent(grading, refinement)
         update["trace"] = [
             {
@@ -51,6 +53,7 @@ def make(components: Components):  # noqa: ANN201
                 "decision": f"{len(strips)} web strips",
                 "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant" + injection.reason(removed),
                 "urls": [r["source"] for r in kept],
+                "evidence_added": len(update["evidence"]) - len(before),
                 **model_notes(grading, refinement),
                 **injection.notes(removed),
             }
