@@ -35,8 +35,9 @@ GENERATE = "You answer questions using only the evidence"
 QUESTIONS = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "sample_questions.jsonl")
              .read_text(encoding="utf-8").splitlines() if line.strip()]  # fmt: skip
 SAME_QUESTIONS = [q for q in QUESTIONS if q["question"] in {  # also answered offline (test_offline_graph.py)
-    "How many days do I have to return an item?", "How much does express shipping cost?",
-    "What does error E1042 mean?"}]  # fmt: skip
+    "How many days do I have to return an item?", "How much does express shipping cost?"}]  # fmt: skip
+# Not "What does error E1042 mean?": the scripted model answers with the best document's first sentence, which for
+# the error-code page is its heading, about "Error Codes", not E1042; the constraint check rightly refuses it.
 
 
 def passage(doc: str, text: str, origin: str = "kb") -> Passage:
@@ -150,7 +151,7 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {
-        "grade_documents/1 (batch)", "generate/1 (qa, local)", "check_hallucination/2", "grade_answer/1"}
+        "grade_documents/1 (batch)", "generate/1 (qa, local)", "check_hallucination/2", "grade_answer/2"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------
