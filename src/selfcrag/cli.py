@@ -25,7 +25,7 @@ class CliError(Exception):
 def _progress(done: int, total: int) -> None:
     width = 30
     filled = width * done // max(total, 1)
-    sys.stderr.write(f"\rembedding [{'#' * filled}{'.' * (width - filled)}] {done}/{total} texts")
+    sys.stderr.write(f"\rembedding [{'#' * filled}{'.' * (width - filled)}] {done}/{total} chunks")
     if done >= total:
         sys.stderr.write("\n")
     sys.stderr.flush()

@@ -108,7 +108,7 @@ class HybridIndex:
         text_vectors: bool = True,
     ) -> HybridIndex:
         """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
-        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts."""
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts chunks."""
         import faiss
 
         if not chunks:
