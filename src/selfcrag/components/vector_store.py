@@ -180,7 +180,8 @@ def embed_index(
         texts = list(dict.fromkeys(own))
         if storing:
             fresh = set(texts)
-            texts += [t for t in evidence_texts(passages[start : start + INGEST_SLICE]) if t not in fresh]
+            texts += [t for t in evidence_texts(passages[start : start + INGEST_SLICE])
+                      if t not in fresh and key(t) not in seen]  # an earlier slice's sentence: embedded already
             hashed = [key(t) for t in texts]
             new = [i for i, h in enumerate(hashed) if h not in seen]
             seen.update(hashed[i] for i in new)
