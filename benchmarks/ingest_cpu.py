@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ingest_cpu.py [--main-ref main] [--onnx-site DIR] [--results DIR]
 
 Every arm runs in a fresh subprocess (one after the other), timed with `time.process_time()` (all its threads)
-from after the imports to the end, its peak RSS from `resource.getrusage`:
+from after the imports to the end, its peak RSS from /proc/self/status (VmHWM):
 - `this tree`: read, chunk, embed (chunks and the stored sentence/strip vectors), save, as `selfcrag ingest`;
 - `this tree, chunks only`: the same without the stored vectors (an index built with `text_vectors=False`);
 - `this tree, 80 paragraphs`: the first 80 of the 285 paragraphs, for peak memory at a second corpus size;
@@ -39,6 +39,14 @@ SMALL = 80  # paragraphs of the second corpus size
 
 
 def _rss_mb() -> int:
+    """Peak resident memory of this process. VmHWM, not getrusage's ru_maxrss, which Linux carries over an exec:
+    a worker would report its parent's peak at fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
 
 
