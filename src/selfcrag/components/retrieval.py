@@ -113,7 +113,7 @@ class HybridIndex:
         text_vectors: bool = True, vector_kind: str | None = None,
     ) -> HybridIndex:
         """`text_vectors`: also embed what the offline components compare (sentences, strips) and keep it with the
-        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts texts.
+        index, so questions embed only themselves (vector_store). `on_progress(done, total)` counts chunks.
         `vector_kind`: auto, flat or hnsw (vector_index.py); default the operator's `vector_index` setting."""
         import faiss
 

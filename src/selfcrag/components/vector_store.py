@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,12 @@ from selfcrag.components.base import Embedder
 VECTORS_FILE, KEYS_FILE = "text_vectors.npy", "text_keys.npy"  # beside the index's own files
 FORMAT = "text-vectors/1"  # part of the sample index's cache key: a cached sample from before is rebuilt once
 KEY_BYTES = 16
-INGEST_SLICE = 64  # texts per embedding call at ingest: one progress report each
+# Chunks whose texts an ingest embeds together. A slice's texts (~8 per chunk with sentences and strips) are sorted
+# by length among themselves, which at this size pads as little as sorting the whole corpus, and only they and their
+# token ids are held while they are embedded: an ingest's working memory does not grow with the corpus.
+INGEST_SLICE = 4096
+GENERIC_CALL = 64  # texts per embed_documents call for an embedder that does not cut its own calls
+PROGRESS_TEXTS = 64  # embedded texts between two progress reports
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +144,20 @@ def evidence_texts(passage_texts: Iterable[str], strip_sentences: int | None = N
     return list(out)
 
 
+def embedding_calls(embedder: Embedder, texts: list[str]) -> Iterator[tuple[list[int], np.ndarray]]:
+    """The vectors of `texts` as the embedder computes them, call after call: (row numbers, their vectors). An
+    embedder with its own `embed_batches` cuts its calls (the local model by padded tokens, a remote one into
+    concurrent requests); any other gets groups of GENERIC_CALL texts, shortest first."""
+    own = getattr(embedder, "embed_batches", None)
+    if callable(own):
+        yield from own(texts)
+        return
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for start in range(0, len(order), GENERIC_CALL):
+        rows = order[start : start + GENERIC_CALL]
+        yield rows, np.asarray(embedder.embed_documents([texts[i] for i in rows]), dtype=np.float32)
+
+
 def embed_index(
     embedder: Embedder, indexed: list[str], passages: list[str],
     on_progress: Callable[[int, int], None] | None = None,
@@ -146,28 +165,49 @@ def embed_index(
     """Vectors of an index's `indexed` texts (what its vector search compares: title and text), and a store of
     those and of the `evidence_texts` of its `passages` (none without passages or an embedder name).
 
-    All are embedded in one pass, shortest first, so a batch never pads a sentence to a passage's length, in
-    slices that each report `on_progress(texts done, texts in all)`."""
+    Streamed: INGEST_SLICE chunks at a time, their texts embedded together (sorted by length, so a call never pads
+    a sentence to a passage's length) and kept as vectors, so working memory is one slice's, whatever the corpus.
+    A text the store holds already (overlapping chunks repeat sentences) is embedded once. `on_progress(chunks
+    done, chunks in all)` follows the embedding calls."""
     name = embedder_name(embedder)
-    known = set(indexed)
-    extra = [t for t in evidence_texts(passages) if t not in known] if name and passages else []
-    texts = indexed + extra
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    storing = bool(name and passages)
     out: np.ndarray | None = None
-    for start in range(0, len(order), INGEST_SLICE):
-        rows = order[start : start + INGEST_SLICE]
-        vectors = np.asarray(embedder.embed_documents([texts[i] for i in rows]), dtype=np.float32)
+    seen: set[bytes] = set()
+    keys: list[np.ndarray] = []
+    vectors: list[np.ndarray] = []
+    for start in range(0, len(indexed), INGEST_SLICE):
+        own = indexed[start : start + INGEST_SLICE]
+        texts = list(dict.fromkeys(own))
+        if storing:
+            fresh = set(texts)
+            texts += [t for t in evidence_texts(passages[start : start + INGEST_SLICE])
+                      if t not in fresh and key(t) not in seen]  # an earlier slice's sentence: embedded already
+            hashed = [key(t) for t in texts]
+            new = [i for i, h in enumerate(hashed) if h not in seen]
+            seen.update(hashed[i] for i in new)
+        slice_vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        done = reported = 0
+        for rows, got in embedding_calls(embedder, texts):
+            if slice_vectors.shape[1] != got.shape[1]:
+                slice_vectors = np.zeros((len(texts), got.shape[1]), dtype=np.float32)
+            slice_vectors[rows] = got
+            done += len(rows)
+            if on_progress and (done - reported >= PROGRESS_TEXTS or done == len(texts)):
+                reported = done
+                on_progress(start + len(own) * done // len(texts), len(indexed))
         if out is None:
-            out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-        out[rows] = vectors
-        if on_progress:
-            on_progress(start + len(rows), len(texts))
+            out = np.zeros((len(indexed), slice_vectors.shape[1]), dtype=np.float32)
+        row_of = {text: row for row, text in enumerate(texts)}
+        out[start : start + len(own)] = slice_vectors[[row_of[t] for t in own]]
+        if storing:
+            keys.append(np.frombuffer(b"".join(hashed[i] for i in new), dtype=np.uint8).reshape(len(new), KEY_BYTES))
+            vectors.append(slice_vectors[new])
     if out is None:  # nothing to embed
         return np.zeros((0, 0), dtype=np.float32), None
-    # A copy for the index, which normalises its vectors in place: the store keeps them exactly as embedded,
-    # as a question would get them.
-    store = TextVectors.of(name, texts, out) if name and passages else None
-    return out[: len(indexed)].copy(), store
+    # The store keeps the vectors exactly as embedded, as a question would get them; the index normalises its own
+    # copy in place.
+    store = TextVectors(name, np.concatenate(keys), np.concatenate(vectors)) if storing and name else None
+    return out, store
 
 
 # --- the stores of the loaded indexes ---------------------------------------------------------------------

