@@ -112,8 +112,11 @@ def test_failures_degrade_to_retrieval_only_and_are_traced(tavily, fault, expect
     assert expected in search["reason"]
     after = [s["node"] for s in result["trace"]]
     after = after[after.index("web_search") + 1 :]
-    # Retrieval only from here on: another knowledge-base round (this question has rounds left), no web.
-    assert "retrieve" in after and "web_search" not in after
+    # Retrieval only from here on: a knowledge-base rewrite (this question has rounds left), no web. (Its rewrite
+    # adds no term the question lacked while every passage was rejected, so it retrieves nothing again.)
+    assert "rewrite_query" in after and "web_search" not in after
+    rewrites = [s for s in result["trace"][result["trace"].index(search) + 1 :] if s["node"] == "rewrite_query"]
+    assert rewrites[0]["decision"] != "web query"
     assert len(tavily.requests) == 1
     assert result["decision"] == "abstain" and result["answer"].startswith("I don't know")
 
