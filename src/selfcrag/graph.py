@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from selfcrag import routing
@@ -91,14 +92,14 @@ def _route(decide: Callable[[State, Context], Any]) -> Callable[[State, Runtime[
     return route
 
 
-def build_graph(  # noqa: ANN201
+def build_graph(
     components: Components | None = None,
     *,
     llm: BaseChatModel | None = None,
     grader_llm: BaseChatModel | None = None,
     settings: Context | dict[str, Any] | None = None,
     **compile_kwargs: Any,
-):
+) -> CompiledStateGraph[Any, Any, Any, Any]:  # runs take a dict context too
     """Compile the graph. `components` wins; else `llm` / `grader_llm` (any LangChain chat model) give the model
     backend; else each run picks models or offline by its settings and the environment (`auto_components`).
     `settings` are the operator's (index, models, endpoints, caps; the environment fills the rest): a run's

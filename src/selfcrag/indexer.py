@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
@@ -79,7 +80,7 @@ def _documents(items: Any) -> tuple[list[Any], list[str]]:
     return documents, skipped
 
 
-def build_indexer(settings: Context | dict[str, Any] | None = None):  # noqa: ANN201
+def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the indexer graph; `settings` are the operator's, as for `build_graph` (the environment fills the
     rest, read at each run)."""
     from selfcrag.graph import operator_settings

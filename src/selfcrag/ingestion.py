@@ -116,7 +116,8 @@ def _has_index(path: Path) -> bool:
     return found is not None and index_files.complete(found)
 
 
-def _plan(old: HybridIndex | None, docs: list[SourceDocument], report: IngestReport) -> tuple[list[Chunk], dict]:
+def _plan(old: HybridIndex | None, docs: list[SourceDocument],
+          report: IngestReport) -> tuple[list[Chunk], dict[str, str]]:
     """The new index's chunks (old documents in their order, then the new ones) and its document hashes."""
     hashes = {doc.doc_id: content_hash(doc) for doc in docs}
     if old is None:

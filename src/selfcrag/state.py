@@ -7,6 +7,7 @@ publish the schemas. The input schema is a pydantic model instead: see `InputSta
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
@@ -107,3 +108,7 @@ class State(OutputState, total=False):
     # A draft written while grading (nodes/speculate.py): answer, citations, missing, the strips it was written
     # from and any fault; `adopt_draft` replaces it with {"kept": bool, "reason": ...}.
     speculation: dict[str, Any]
+
+
+# What a node module's `make(components)` returns: LangGraph calls it with (state, runtime) or (state).
+NodeFunction = Callable[..., Any]

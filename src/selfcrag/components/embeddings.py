@@ -74,7 +74,8 @@ def _verified(path: Path, sha256: str) -> Path:
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    normalised: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return normalised
 
 
 def token_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET, max_rows: int | None = None) -> list[list[int]]:
@@ -184,7 +185,8 @@ class OnnxMiniLM:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
 
 class TorchMiniLM:
@@ -211,7 +213,8 @@ class TorchMiniLM:
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
 
 def _describe(embeddings: Any) -> str:
@@ -281,7 +284,8 @@ class LangChainEmbedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._call("embed_query", text).reshape(1, -1))[0]
+        vector: np.ndarray = _normalise(self._call("embed_query", text).reshape(1, -1))[0]
+        return vector
 
 
 def _operator_settings() -> Context:

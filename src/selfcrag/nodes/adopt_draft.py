@@ -14,10 +14,10 @@ from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.speculate import discard_reason
 from selfcrag.progress import emit
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def adopt_draft(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         kept_ids = {g["id"] for g in state.get("grades") or [] if g["label"] != "incorrect"}

@@ -10,10 +10,10 @@ from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings)

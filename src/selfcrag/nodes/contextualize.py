@@ -21,10 +21,10 @@ from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         question = state["question"]

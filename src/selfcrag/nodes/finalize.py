@@ -17,7 +17,7 @@ from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
 from selfcrag.routing import question_unreadable
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
 
 
@@ -91,7 +91,7 @@ def clarifying_question(state: State, settings: Context, language: str) -> str:
     return ""
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         language = language_of(state.get("question", ""))
@@ -110,7 +110,7 @@ def make(components: Components):  # noqa: ANN201
         # The decision acts on the probability alone; the triad minima drive the graders' loops and are reported
         # here. Gating on them too withheld more right answers for the same wrong ones caught (SQuAD tuning sets;
         # docs/DESIGN.md, Confidence).
-        below = [name for name in floors if measured[name] < floors[name]]  # type: ignore[literal-required]
+        below = [name for name in floors if measured[name] < floors[name]]
         quality = {"thresholds": floors, "passed": not below, "below": below}
         update: dict[str, Any] = {"scores": scores, "confidence": value, "confidence_explanation": explained,
                                   "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
@@ -119,7 +119,7 @@ def make(components: Components):  # noqa: ANN201
             decision, reason = "answer", f"confidence meets the {settings.domain} minimum; {explained['summary']}"
         elif draft and value >= minimum.overall - band and not triggers:
             decision = "answer_with_caveat"
-            reasons = [f"{messages.signal(n, language)} {measured[n]:.2f}" for n in below]  # type: ignore[literal-required]
+            reasons = [f"{messages.signal(n, language)} {measured[n]:.2f}" for n in below]
             reasons += [messages.phrase("contradicts", language, c["earlier"]) for c in conflicts[:1]]
             if state.get("feedback") and not degraded(state, "grade_answer"):  # what the answer leaves out
                 reasons.append(state["feedback"])

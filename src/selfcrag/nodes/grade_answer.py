@@ -9,10 +9,10 @@ from langgraph.runtime import Runtime
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         grade = components.answer_grader.grade(state["question"], state.get("answer") or "", settings)

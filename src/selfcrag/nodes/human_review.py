@@ -23,7 +23,7 @@ from selfcrag.components.sanitize import clean_text
 from selfcrag.language import language_of
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
 
 ACTIONS = ("approve", "edit", "reject")
@@ -70,7 +70,7 @@ def check_reply(reply: Any) -> tuple[dict[str, str], str]:
     return review, ""
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def human_review(state: State) -> dict[str, Any]:
         earlier = state.get("review") or {}
         draft = state.get("draft") or {"answer": state.get("answer"), "citations": state.get("citations") or []}

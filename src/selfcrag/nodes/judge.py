@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from selfcrag.components.backend import Components
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def judge(state: State) -> dict[str, Any]:
         return {}
 

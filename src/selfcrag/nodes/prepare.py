@@ -18,7 +18,7 @@ from selfcrag.components.backend import Components
 from selfcrag.components.base import Turn
 from selfcrag.components.sanitize import clean_text
 from selfcrag.context import Context, settings_of
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
 class QuestionError(ValueError):
@@ -83,7 +83,7 @@ def _text_of(message: AnyMessage | dict[str, Any]) -> str:
     return content if isinstance(content, str) else ""  # no text in it: as if the message said nothing
 
 
-def make(components: Components):  # noqa: ANN201 - the node signature is LangGraph's
+def make(components: Components) -> NodeFunction:
     def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         raw = raw_question(state)

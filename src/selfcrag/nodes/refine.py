@@ -12,10 +12,10 @@ from selfcrag.components.backend import Components
 from selfcrag.components.refine import accumulate
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         kept = {g["id"] for g in state.get("grades") or [] if g["label"] != "incorrect"}

@@ -15,10 +15,10 @@ from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.progress import emit
 from selfcrag.quality import injection
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         query = state.get("query") or state["question"]

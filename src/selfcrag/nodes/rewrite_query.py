@@ -14,10 +14,10 @@ from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
 from selfcrag.routing import adds_no_terms, repeats_a_query, rewrite_for_web
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         for_web = rewrite_for_web(state)

@@ -21,7 +21,7 @@ from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.routing import after_refine
-from selfcrag.state import State
+from selfcrag.state import NodeFunction, State
 
 
 def model_backend(components: Components, settings: Context) -> bool:
@@ -66,7 +66,7 @@ def discard_reason(state: State, refined: list[Strip], settings: Context) -> str
     return ""
 
 
-def make(components: Components):  # noqa: ANN201
+def make(components: Components) -> NodeFunction:
     def speculate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         passages = state.get("documents") or []
