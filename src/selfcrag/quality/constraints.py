@@ -291,6 +291,8 @@ def _competes(q: Sequence[Token], i: int, a: Sequence[Token], p: int, frame: _Fr
     prepositions = _classes()[1]
     if asked.sort == "number" or stated.sort == "number":
         return asked.sort == stated.sort
+    if _exact(asked) or _exact(stated):  # an identifier competes with another identifier: E1042 / E2001
+        return _exact(asked) and _exact(stated)
     if asked.sort == stated.sort == "name":
         return True
     # Chinese is read by the character: without a segmenter a changed character is as often a synonym (期限/时限)
