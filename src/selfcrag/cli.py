@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 EXIT_USAGE = 2
@@ -122,6 +123,32 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    """`eval` and `calibrate`: the operator's settings from the flags, and the index, built from `--corpus` first
+    when the folder has none; a missing index or other embeddings fail here in one line, before any run."""
+    from pathlib import Path
+
+    from selfcrag import Context
+    from selfcrag.components.documents import chunk_documents, load_documents
+    from selfcrag.components.embeddings import embedder_for
+    from selfcrag.components.index_files import complete
+    from selfcrag.components.retrieval import HybridIndex, open_index
+
+    operator = {"index_dir": args.index, "generator_model": args.model or None,
+                "backend": "model" if args.model else None}
+    embedder = embedder_for(Context.from_env(**operator).embeddings)
+    index = Path(args.index)
+    if args.corpus and not complete(index):
+        documents = load_documents([args.corpus])
+        chunks = chunk_documents(documents)
+        HybridIndex.build(chunks, embedder, on_progress=_progress).save(index)
+        print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
+    elif args.corpus:
+        print(f"{index} already holds an index: using it, --corpus not indexed again", file=sys.stderr)
+    open_index(index, embedder)
+    return operator, index
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
     try:
@@ -130,11 +157,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError("selfcrag eval needs matplotlib: pip install 'selfcrag[eval]'") from None
     from pathlib import Path
 
-    from selfcrag import Context
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.index_files import complete
-    from selfcrag.components.retrieval import HybridIndex, open_index
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate
@@ -145,19 +167,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.out or time.strftime("eval-%Y%m%d-%H%M%S"))
     if (out / "records.jsonl").exists():
         raise CliError(f"{out} already holds an evaluation (records.jsonl); choose another --out")
-    operator = {"index_dir": args.index, "generator_model": args.model or None,
-                "backend": "model" if args.model else None}
-    settings = Context.from_env(**operator)
-    embedder = embedder_for(settings.embeddings)
-    index = Path(args.index)
-    if args.corpus and not complete(index):
-        documents = load_documents([args.corpus])
-        chunks = chunk_documents(documents)
-        HybridIndex.build(chunks, embedder, on_progress=_progress).save(index)
-        print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
-    elif args.corpus:
-        print(f"{index} already holds an index: evaluating on it, --corpus not indexed again", file=sys.stderr)
-    open_index(index, embedder)  # a missing index or other embeddings: the loader's one line, before any run
+    operator, index = _questions_index(args)
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context)
@@ -172,11 +182,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit confidence on the user's own labelled questions: run the graph over them, fit, write the file."""
     from pathlib import Path
 
-    from selfcrag import Context
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.index_files import complete
-    from selfcrag.components.retrieval import HybridIndex, open_index
     from selfcrag.evaluation.calibrate import calibrate, table
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.run import Systems
@@ -187,17 +192,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise CliError(f"--out {out} is a directory; name the calibration file to write (e.g. {out}/mine.json)")
-    operator = {"index_dir": args.index, "generator_model": args.model or None,
-                "backend": "model" if args.model else None}
-    settings = Context.from_env(**operator)
-    embedder = embedder_for(settings.embeddings)
-    index = Path(args.index)
-    if args.corpus and not complete(index):
-        documents = load_documents([args.corpus])
-        chunks = chunk_documents(documents)
-        HybridIndex.build(chunks, embedder).save(index)
-        print(f"indexed {len(documents)} documents as {len(chunks)} chunks into {index}", file=sys.stderr)
-    open_index(index, embedder)  # a missing index or other embeddings: the loader's one line, before any run
+    operator, index = _questions_index(args)
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, {})
     files = [Path(args.questions), *([Path(args.corpus)] if args.corpus else [])]
     command = "selfcrag calibrate " + " ".join(

@@ -162,3 +162,9 @@ def test_the_signals_carry_the_violations_and_the_coverage_of_the_last_answer_gr
     found = graph_signals({"trace": trace})
     assert found["constraint_violations"] == 1 and found["answer_term_coverage"] == 0.5
     assert graph_signals({"trace": []})["constraint_violations"] is None
+
+
+def test_an_identifier_competes_only_with_another_identifier():
+    question = "What does error E1042 mean?"
+    assert violations(question, "Checkout and Account Error Codes: Parcelly shows a short error code.") == []
+    assert violations(question, "Error E2001 means the address could not be verified.")

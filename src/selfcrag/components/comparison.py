@@ -23,11 +23,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from selfcrag.components.base import Strip
 from selfcrag.components.offline_grading import coverage, fold, question_terms
 from selfcrag.components.text import STOPWORDS, split_sentences, term, words
+from selfcrag.data_sections import read_sections
 from selfcrag.language import language_of
 
 _AUXILIARIES = frozenset("is are was were do does did can could has have had will would should".split())
@@ -46,21 +46,7 @@ _ZH_NOT_NEGATION = re.compile("不(?=[同过但论管断错如足久少])")
 @cache
 def words_for() -> dict[str, list[str]]:
     """The sections of `data/comparison.txt`. A malformed file is a packaging error: it fails loudly."""
-    text = (resources.files("selfcrag") / "data" / "comparison.txt").read_text(encoding="utf-8")
-    sections: dict[str, list[str]] = {}
-    current = ""
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = line[1:-1]
-            sections[current] = []
-        elif not current:
-            raise ValueError(f"comparison.txt line {number}: words before any [section]")
-        else:
-            sections[current] += line.split()
-    return sections
+    return read_sections("comparison.txt")
 
 
 def verdict_word(answer: bool, language: str) -> str:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from selfcrag.components.base import Rewrite, Turn
 from selfcrag.components.offline_grading import key_terms, question_terms
 from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, term, words
+from selfcrag.data_sections import read_sections
 from selfcrag.language import has_cjk, language_of
 
 CARRIED_TERMS = 6  # subject terms carried from earlier turns: a topic, not a paragraph
@@ -36,20 +36,10 @@ class FollowupWords:
 
 @lru_cache(maxsize=1)
 def followup_words() -> FollowupWords:
-    sections: dict[str, list[str]] = {}
-    current = ""
-    text = (resources.files("selfcrag") / "data" / "followup_words.txt").read_text(encoding="utf-8")
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = line[1:-1]
-            sections[current] = []
-        elif not current:
-            raise ValueError(f"followup_words.txt line {number}: words before any [section]")
-        else:
-            sections[current] += [w.strip().lower() for w in line.split(",") if w.strip()]
+    def phrases(line: str) -> list[str]:  # comma-separated: an entry may be several words ("what about")
+        return [w.strip().lower() for w in line.split(",") if w.strip()]
+
+    sections = read_sections("followup_words.txt", phrases)
     return FollowupWords(tuple(sorted(sections["continuation"], key=len, reverse=True)),
                          frozenset(sections["verb follows"]), frozenset(sections["refers back"]))  # fmt: skip
 

@@ -285,12 +285,15 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
 
 def _competes(q: Sequence[Token], i: int, a: Sequence[Token], p: int, frame: _Frame) -> bool:
     """Whether answer word p is a competing value for question word i in the frame they share (see the module
-    docstring): a number for a number; a name for a name; otherwise a word of a noun phrase in the same slot, as a
-    modifier before the same head noun, or as a qualifier after it behind the same preposition."""
+    docstring): a number for a number, an identifier for an identifier, a name for a name; otherwise a word of a
+    noun phrase in the same slot, as a modifier before the same head noun, or as a qualifier after it behind the same
+    preposition."""
     asked, stated = q[i], a[p]
     prepositions = _classes()[1]
     if asked.sort == "number" or stated.sort == "number":
         return asked.sort == stated.sort
+    if _exact(asked) or _exact(stated):  # an identifier competes with another identifier: E1042 / E2001
+        return _exact(asked) and _exact(stated)
     if asked.sort == stated.sort == "name":
         return True
     # Chinese is read by the character: without a segmenter a changed character is as often a synonym (期限/时限)
