@@ -10,7 +10,7 @@ them). Everything runs in a scratch directory with its own SELFCRAG_HOME, offlin
 | `OPENAI_API_KEY=sk-...`, `OPENAI_BASE_URL=<server>` | the local OpenAI-compatible test server (scripted replies) |
 | `http://127.0.0.1:2024` / `LANGGRAPH_API_URL` (`langgraph dev`) | a real `langgraph dev` on a free port |
 | `docs/`, `new-docs/`, `faq.md`, `corpus.jsonl` | the bundled sample KB (`new-docs/`: one more document) |
-| `questions.jsonl` | tests/data/sample_questions.jsonl in the eval format |
+| `questions.jsonl`, `my_questions.jsonl` | tests/data/sample_questions.jsonl in the eval format (4; all 38) |
 | `ID` in `selfcrag review show ID` | the review the block's `--review` question held |
 | `ID` in `selfcrag review approve/edit/reject ID` | a review held again just before, one each (they are alternatives) |
 | `pip install ...` | not run: installing is CI's job (`.ci/run`) |
@@ -106,10 +106,11 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for path in sorted(sample.glob("*.md"))[:4]:
             corpus.write(json.dumps({"id": f"corpus-{path.stem}", "title": path.stem, "text": path.read_text()}) + "\n")
     questions = [json.loads(line) for line in (ROOT / "tests/data/sample_questions.jsonl").read_text().splitlines()]
-    with (work / "questions.jsonl").open("w", encoding="utf-8") as out:
-        for i, q in enumerate(questions[:4]):
-            out.write(json.dumps({"id": f"q{i}", "question": q["question"], "answers": [q["answer"]] if
-                                  q["answerable"] else [], "is_impossible": not q["answerable"]}) + "\n")
+    labelled = [{"id": f"q{i}", "question": q["question"], "answers": [q["answer"]] if q["answerable"] else [],
+                 "is_impossible": not q["answerable"], "context_title": q.get("doc_id") or "none"}
+                for i, q in enumerate(questions)]  # fmt: skip
+    (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in labelled[:4]), encoding="utf-8")
+    (work / "my_questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in labelled), encoding="utf-8")
     return work
 
 
