@@ -1,6 +1,6 @@
 """`selfcrag eval --baseline plain` on each evaluation set with its corpus: the one way the benchmarks measure.
 
-    .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa squad-reserved]
+    .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa halueval squad-reserved]
                                                  [--per-class N] [--limit N] [--seed 0] [--datasets ../shared/datasets]
 
 Sets (default: all but squad-reserved):
@@ -9,11 +9,14 @@ Sets (default: all but squad-reserved):
   allowed there too), indexed on those articles' paragraphs.
 - `hotpotqa`, `popqa`: 100 questions each, out-of-domain checks: measure as often as you like, never read their
   misses to add rules, word lists or constants.
+- `halueval`: 500 multi-hop questions seeded from HotpotQA, each with its own knowledge passages as the corpus;
+  tuning allowed (it is the tuning stand-in for multi-hop questions). Runs only when named.
 - `squad-reserved`: N + N from the 27 articles reserved for acceptance; runs only when named, never a place to tune.
 
 Writes benchmarks/results/eval_<set>/ (records.jsonl, metrics.json, report.html) and prints one table over the sets.
 Indexes are cached under $TMPDIR/selfcrag-eval-indexes by corpus content, so a rerun does not embed again.
-Data: SQuAD 2.0 (Rajpurkar et al. 2018), HotpotQA (Yang et al. 2018), both CC BY-SA 4.0; PopQA (Mallen et al.
+Data: SQuAD 2.0 (Rajpurkar et al. 2018), HotpotQA (Yang et al. 2018), both CC BY-SA 4.0; HaluEval (Li et al. 2023,
+MIT); PopQA (Mallen et al.
 2023) as distributed with the Self-RAG evaluation data (MIT), passages from Wikipedia (CC BY-SA).
 """
 
@@ -35,10 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_SETS = ("squad", "squad-allowed", "hotpotqa", "popqa")
-ALL_SETS = (*DEFAULT_SETS, "squad-reserved")
+ALL_SETS = (*DEFAULT_SETS, "halueval", "squad-reserved")
 FILES = {"squad": ("squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl"),
          "hotpotqa": ("hotpotqa/dev_distractor_100.jsonl", "hotpotqa/dev_distractor_100_corpus.jsonl"),
-         "popqa": ("popqa/longtail_100.jsonl", "popqa/longtail_100_corpus.jsonl")}  # fmt: skip
+         "popqa": ("popqa/longtail_100.jsonl", "popqa/longtail_100_corpus.jsonl"),
+         "halueval": ("halueval/qa_500.jsonl", "halueval/qa_500_corpus.jsonl")}  # fmt: skip
 
 
 def load_jsonl(path: Path) -> list[dict]:
