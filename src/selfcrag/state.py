@@ -92,6 +92,8 @@ class State(OutputState, total=False):
     crag_action: Label
     knowledge: list[Strip]  # what generation may use: the best of `evidence`, within the strip budget
     evidence: list[Strip]  # every strip judged relevant in any round of this run (web included), one per text
+    sources: list[Passage]  # the whole passages those strips were cut from (not graded incorrect), one per chunk
+    set_aside: list[Passage]  # the passages refine saw graded incorrect: one may hold the other hop's name
     web_available: bool
     web_searched: bool
     unsupported_claims: list[str]

@@ -96,6 +96,9 @@ class Draft(ModelUse):
     answer: str
     citations: list[Citation]
     missing: str = ""
+    # Declined because the evidence is about another entity, number or qualifier than the question asks
+    # (quality.constraints): reading more of the same passages must not override that.
+    off_target: bool = False
 
 
 @dataclass

@@ -129,7 +129,7 @@ class ExtractiveGenerator:
         ranked, swapped = keep_to_constraints(question, ranked)
         if swapped and (not ranked or ranked[0].score < MIN_SUPPORT):  # say what the evidence is about instead
             missing = messages.phrase("evidence_about_other", language, swapped.stated, swapped.asked)
-            return Draft(answer="", citations=[], missing=missing)
+            return Draft(answer="", citations=[], missing=missing, off_target=True)
         if not ranked:
             return Draft(answer="", citations=[], missing=messages.phrase("all_unsupported", language))
         best = ranked[0]

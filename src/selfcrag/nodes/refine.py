@@ -25,9 +25,14 @@ def make(components: Components) -> NodeFunction:
         before = state.get("evidence") or []
         evidence, knowledge = accumulate(before, strips, settings)
         added = len(evidence) - len(before)
+        known = {p["id"] for p in [*(state.get("sources") or []), *(state.get("set_aside") or [])]}
+        rejected = [p for p in state.get("documents") or [] if p["id"] not in kept and p["id"] not in known]
         return {
             "knowledge": knowledge,
             "evidence": evidence,
+            # The whole passages behind the evidence: generation reads them when the strips alone cannot answer.
+            "sources": [*(state.get("sources") or []), *(p for p in passages if p["id"] not in known)],
+            "set_aside": [*(state.get("set_aside") or []), *rejected],
             **spent(refinement),
             "trace": [
                 {
