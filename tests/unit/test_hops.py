@@ -11,6 +11,7 @@ from selfcrag import Components, Context, build_graph
 from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.components.extractive import ExtractiveGenerator
 from selfcrag.components.offline_grading import key_terms
+from selfcrag.evaluation.signals import graph_signals
 from selfcrag.nodes.generate import whole_passages
 from selfcrag.quality.drafts import as_judged, snapshot
 
@@ -111,6 +112,7 @@ def test_a_decline_on_the_strips_reads_the_passages_whole(monkeypatch):
     assert generations[0]["decision"] == "draft" and generations[0]["whole_passages"] == 1
     assert fake.generated_from[:2] == [["Harbour Nights is a 1951 drama film."], [FIRST]]
     assert "Lena Marsh" in result["answer"]
+    assert graph_signals(result)["whole_passage_drafts"] == 1
 
 
 def test_an_off_target_decline_stands():
@@ -144,6 +146,9 @@ def test_the_run_shows_its_most_confident_grounded_draft_not_the_last():
     assert [d.get("shown", False) for d in closing["drafts"]] == [True, False]
     assert closing["drafts"][0]["confidence"] > closing["drafts"][1]["confidence"]
     assert result["citations"][0]["doc_id"] == "a"
+    signals = graph_signals(result)
+    assert signals["drafts_kept"] == 2 and signals["shown_draft_round"] == 1
+    assert signals["whole_passage_drafts"] == 0
 
 
 def test_a_draft_is_judged_with_its_own_evidence():
