@@ -95,6 +95,7 @@ class State(OutputState, total=False):
     sources: list[Passage]  # the whole passages those strips were cut from (not graded incorrect), one per chunk
     # Every grounded draft of the run as judge saw it (quality/drafts.py): finalize shows the most confident one.
     drafts: list[dict[str, Any]]
+    bridges: list[str]  # names the rewrites carried from the evidence into the query (the bridge of a multi-hop)
     set_aside: list[Passage]  # the passages refine saw graded incorrect: one may hold the other hop's name
     web_available: bool
     web_searched: bool

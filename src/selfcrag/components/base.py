@@ -123,6 +123,9 @@ class AnswerGrade(ModelUse):
 class Rewrite(ModelUse):
     query: str
     reason: str = ""
+    # Names the evidence gave that the question lacks, carried into the query: a passage naming one is the second
+    # hop of a bridge question even when it reads as off-topic to the question (nodes/refine.py).
+    bridges: list[str] = field(default_factory=list)
 
 
 class Retriever(Protocol):

@@ -14,12 +14,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
-from selfcrag.components.base import Passage, Strip
-from selfcrag.components.offline_grading import coverage, key_terms
+from selfcrag.components.base import Draft, Passage, Strip
+from selfcrag.components.offline_grading import coverage, key_terms, strip_citations, terms_of
+from selfcrag.components.text import STOPWORDS, term, words
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
+from selfcrag.quality.rules import names
 from selfcrag.routing import budget_left
 from selfcrag.state import NodeFunction, State
 
@@ -52,6 +54,32 @@ def whole_passages(state: State) -> list[Strip]:
     return [] if all(" ".join(s["text"].split()) in knowledge for s in whole) else whole
 
 
+def bridge_passages(state: State, draft: Draft, knowledge: list[Strip]) -> list[Strip]:
+    """Passages the run retrieved whose text is not in `knowledge` and that name a name the draft gives and the
+    question lacks (the bridge: "... of the third season of House"): where a bridge question's answer is ("House
+    ... ran on the Fox network"). Graded against the question's words, such a passage reads as off-topic, or its
+    strips fall below the refiner's floor."""
+    asked = {term(w) for w in words(state.get("question", ""))}
+    wanted = [keys for name in dict.fromkeys(names(strip_citations(draft.answer)))
+              if (keys := {term(w) for w in words(name) if w not in STOPWORDS}) and keys - asked]
+    held = {" ".join(s["text"].split()) for s in knowledge}
+    found = []
+    for passage in [*(state.get("sources") or []), *(state.get("set_aside") or [])]:
+        if " ".join(passage["text"].split()) in held:
+            continue
+        present = terms_of(f"{passage['title']}\n{passage['text']}")
+        if any(keys <= present for keys in wanted):
+            found.append(_as_strip(passage, 0.0))
+    return found
+
+
+def extends(draft: Draft, extended: Draft) -> bool:
+    """`extended` (written with the bridge passages too) keeps the draft's sentences and adds one: the bridge
+    passages may add the second hop, never replace the first."""
+    first, more = strip_citations(draft.answer).strip(), strip_citations(extended.answer).strip()
+    return bool(first) and more.startswith(first) and len(more) > len(first)
+
+
 def make(components: Components) -> NodeFunction:
     def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
@@ -66,7 +94,7 @@ def make(components: Components) -> NodeFunction:
                                               history=history_from(state))  # fmt: skip
         reason = f"generation {generation}/{settings.max_generations} from {len(knowledge)} strips"
         update: dict[str, Any] = {}
-        first, retry = draft, None
+        first, retry, whole = draft, None, []
         if not draft.answer and not draft.error and not draft.off_target and budget_left(state, settings) and (
                 whole := whole_passages(state)):
             retry = components.generator.generate(state["question"], whole, settings, avoid,
@@ -76,6 +104,16 @@ def make(components: Components) -> NodeFunction:
                 draft, update["knowledge"], knowledge = retry, whole, whole
             elif retry.error:
                 draft = retry
+        extension = None
+        # Offline only: the extractive generator's answer grows by whole sentences, so "the same answer plus the
+        # second hop" is a test it can pass; a model rewrites its answer on new evidence (it is given the passages
+        # it needs up front instead).
+        if draft.answer and not draft.llm_calls and (bridges := bridge_passages(state, draft, knowledge)):
+            extension = components.generator.generate(state["question"], [*knowledge, *bridges], settings, avoid,
+                                                      history=history_from(state))  # fmt: skip
+            if extends(draft, extension):
+                draft, update["knowledge"], knowledge = extension, [*knowledge, *bridges], [*knowledge, *bridges]
+                reason += f"; added the second hop from {len(bridges)} passages naming the bridge"
         if avoid:
             reason += f", avoiding {len(avoid)} unsupported statements"
         return {
@@ -85,15 +123,16 @@ def make(components: Components) -> NodeFunction:
             "missing": draft.missing,
             "generations": generation,
             "unsupported_claims": [] if generation == 1 else avoid,
-            **spent(first, retry),
+            **spent(first, retry, extension),
             "trace": [
                 {
                     "node": "generate",
                     "decision": "draft" if draft.answer else "no answer",
                     "reason": reason if draft.answer else f"{reason}; {draft.missing}",
                     "citations": [c["ref"] for c in draft.citations],
-                    "whole_passages": len(knowledge) if "knowledge" in update else 0,
-                    **model_notes(first, retry),
+                    "whole_passages": len(whole) if retry is not None and retry.answer else 0,
+                    "second_hop": extension is not None and draft is extension,
+                    **model_notes(first, retry, extension),
                 }
             ],
         }

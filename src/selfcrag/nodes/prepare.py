@@ -107,6 +107,7 @@ def make(components: Components) -> NodeFunction:
             "evidence": [],  # evidence accumulates over the rounds of one run, never across runs of a thread
             "sources": [],
             "set_aside": [],
+            "bridges": [],
             "drafts": [],
             "seen": [],
             "queries": [],
