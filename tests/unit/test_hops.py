@@ -178,3 +178,64 @@ def test_haluevals_glued_paragraphs_split_at_the_glue_only():
     for whole in ("He studied in the U.S.A. and got a Ph.D. at Yale.", "It has 1.2 billion people. It is big.",
                   "The race was won by e.Dams drivers.", "One paragraph only."):
         assert split_glued(whole) == [whole]
+
+
+# --- bridge questions: the second hop ---------------------------------------------------------------------------
+SERIES = ('"Human Error" is the season finale of the third season of "House". '
+          "It was written by the show's writers.")
+SHOW = "House is an American medical drama. It originally ran on the Fox network for eight seasons."
+
+
+def flat_similarity(monkeypatch):
+    """Sentence similarity without an embedder: every sentence alike, so coverage and type decide."""
+    import numpy
+
+    import selfcrag.components.extractive as extractive
+
+    monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.5)
+    monkeypatch.setattr(extractive, "embed", lambda embedder, texts: numpy.ones((len(texts), 2)))
+
+
+def test_the_generator_adds_the_sentence_about_the_bridge(monkeypatch):
+    flat_similarity(monkeypatch)
+    question = 'Human Error" is the season finale of the third season of a show that aired on what network?'
+    strips = [strip("a#0", SERIES, 0.9), strip("b#0", SHOW, 0.3)]
+    draft = ExtractiveGenerator(embedder=None).generate(question, strips, Context())  # type: ignore[arg-type]
+    assert draft.answer.startswith('"Human Error" is the season finale')
+    assert "ran on the Fox network" in draft.answer and [c["doc_id"] for c in draft.citations] == ["a", "b"]
+    # Without a passage naming the bridge ("House"), nothing is added: a sentence of an unrelated passage is not
+    # the second hop however many question terms it covers.
+    other = strip("c#0", "Medical dramas aired on every network in the 1990s.", 0.3)
+    draft = ExtractiveGenerator(embedder=None).generate(question, [strips[0], other], Context())  # type: ignore[arg-type]
+    assert len(draft.citations) == 1
+
+
+def test_generate_extends_a_draft_with_the_passage_naming_its_bridge(monkeypatch):
+    flat_similarity(monkeypatch)
+    fake = TwoHops([passage("a#0", SERIES)], {"Fox": 0.9})
+    fake.refine = lambda question, passages, settings: Refinement(strips=[strip(p["id"], p["text"], 0.8)
+                                                                          for p in passages])
+    def grade(question, graded, settings):
+        if isinstance(graded, str):
+            return AnswerGrade(score=0.9 if "Fox" in graded else 0.2, useful="Fox" in graded)
+        labels = {"a#0": "correct"}  # the show's own passage reads as off-topic to the question
+        return Grading(grades=[{"id": p["id"], "label": labels.get(p["id"], "incorrect"), "score": 0.9,
+                                "reason": "r"} for p in graded])
+
+    fake.grade = grade
+    fake.rounds = [[passage("a#0", SERIES), passage("b#0", SHOW)]]
+    fake.retrieve = lambda query, settings: fake.rounds[0]
+    question = 'Human Error" is the season finale of the third season of a show that aired on what network?'
+    result = graph_of(fake).invoke({"question": question}, context=Context(max_retrieval_rounds=1))
+    step = next(s for s in result["trace"] if s["node"] == "generate")
+    assert step["second_hop"] and "naming the bridge" in step["reason"]
+    assert "Fox network" in result["answer"] or "Fox network" in result["trace"][-1]["draft"]
+
+
+def test_a_correction_round_keeps_the_passage_naming_the_rewrites_bridge():
+    from selfcrag.nodes.refine import second_hops
+
+    state = {"bridges": ["Lena Marsh"], "documents": [passage("b#0", SECOND), passage("c#0", "Penzance is a town.")]}
+    assert second_hops(state, set()) == {"b#0": "Lena Marsh"}
+    assert second_hops(state, {"b#0"}) == {}  # already kept by its grade
+    assert second_hops({**state, "bridges": []}, set()) == {}
