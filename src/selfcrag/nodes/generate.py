@@ -5,7 +5,13 @@ Strips are a few sentences cut from each relevant passage: a term the question n
 the passage that did not make the cut (the first hop's name in its opening sentence, the answer two sentences
 on). When the generator declines on the strips, it reads the run's relevant passages whole before the run
 gives up on this evidence, as plain retrieve-then-generate would. A decline because the evidence is about
-another entity or qualifier than asked (`Draft.off_target`) stands: more of the same passage cannot change it."""
+another entity or qualifier than asked (`Draft.off_target`) stands: more of the same passage cannot change it.
+On the model backend that reading is one more model call, within the run's budget.
+
+A draft of a bridge question quotes the first hop, which names the bridge ("... the third season of House");
+the answer is in the bridge's own passage, which the run retrieved but graded off-topic or refined away. The
+offline generator writes again with the run's passages naming the bridge, and the draft grows by the second hop
+when its own sentences stay first (`bridge_passages`, `extends`)."""
 
 from __future__ import annotations
 
