@@ -11,6 +11,9 @@ Sets (default: all but squad-reserved):
   misses to add rules, word lists or constants.
 - `halueval`: 500 multi-hop questions seeded from HotpotQA, each with its own knowledge passages as the corpus;
   tuning allowed (it is the tuning stand-in for multi-hop questions). Runs only when named.
+- `halueval-split`: the same questions over a corpus whose documents are cut at HaluEval's glue points
+  (`split_glued`), one document per source paragraph, so a second hop has to be retrieved as in HotpotQA; tuning
+  allowed. Runs only when named.
 - `squad-reserved`: N + N from the 27 articles reserved for acceptance; runs only when named, never a place to tune.
 
 Writes benchmarks/results/eval_<set>/ (records.jsonl, metrics.json, report.html) and prints one table over the sets.
@@ -26,6 +29,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -38,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_SETS = ("squad", "squad-allowed", "hotpotqa", "popqa")
-ALL_SETS = (*DEFAULT_SETS, "halueval", "squad-reserved")
+ALL_SETS = (*DEFAULT_SETS, "halueval", "halueval-split", "squad-reserved")
 FILES = {"squad": ("squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl"),
          "hotpotqa": ("hotpotqa/dev_distractor_100.jsonl", "hotpotqa/dev_distractor_100_corpus.jsonl"),
          "popqa": ("popqa/longtail_100.jsonl", "popqa/longtail_100_corpus.jsonl"),
@@ -74,7 +78,45 @@ def squad_split(folder: Path, split: str, per_class: int, seed: int, work: Path)
     return questions_file, corpus
 
 
+# HaluEval built each knowledge text by concatenating the question's source paragraphs with no separator, so a
+# paragraph's final stop runs straight into the next one's capital ("...in the 19th century.First for Women is").
+# Written prose puts a space there: a stop after a lower-case letter, digit or closing bracket/quote, directly
+# followed by a capital (any script) or an opening quote, is a glue point. Abbreviations have an upper-case letter
+# before the stop ("U.S.A") or a space after it, decimals ("1.2") no capital after it; a one-letter word or a
+# capitalised two-letter one before the stop ("Ph.D.", a team "e.Dams") is an abbreviation, not a paragraph's end.
+GLUE = re.compile(r"(?<=[a-z0-9)\]\"'”’%][.!?])(?=[\"“]?[^\W\d_a-z])")
+
+
+def split_glued(text: str) -> list[str]:
+    """A HaluEval knowledge text cut back into its source paragraphs (one, when it has no glue point)."""
+    parts, start = [], 0
+    for point in GLUE.finditer(text):
+        word = text[:point.start() - 1].rsplit(None, 1)[-1].lstrip("(\"“'")
+        if len(word) == 1 or (len(word) == 2 and word[0].isupper()):
+            continue
+        parts.append(text[start:point.start()].strip())
+        start = point.start()
+    parts.append(text[start:].strip())
+    return [part for part in parts if part] or [text]
+
+
+def halueval_split(corpus: Path, work: Path) -> Path:
+    """HaluEval's corpus with each knowledge text split at its glue points into one document per paragraph."""
+    rows = []
+    for row in load_jsonl(corpus):
+        parts = split_glued(str(row.get("text") or ""))
+        rows += [{**row, "id": f"{row['id']}#{i}" if len(parts) > 1 else row["id"], "text": part}
+                 for i, part in enumerate(parts, 1)]  # fmt: skip
+    work.mkdir(parents=True, exist_ok=True)
+    split = work / "qa_500_split_corpus.jsonl"
+    split.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return split
+
+
 def files_for(name: str, datasets: Path, per_class: int, seed: int, work: Path) -> tuple[Path, Path]:
+    if name == "halueval-split":
+        questions, corpus = FILES["halueval"]
+        return datasets / questions, halueval_split(with_text(datasets / corpus, work), work)
     if name in FILES:
         questions, corpus = FILES[name]
         return datasets / questions, with_text(datasets / corpus, work)
@@ -131,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         cli.error(f"unknown set {unknown[0]!r}: choose from {', '.join(ALL_SETS)}")
     splits = any(name.startswith("squad-") for name in args.sets)  # drawn from the official dev file
     require(args.datasets, *(file for name in args.sets if name in FILES for file in FILES[name]),
+            *(FILES["halueval"] if "halueval-split" in args.sets else ()),
             *(("squad2/dev-v2.0.json", "squad2/dev_sample_200.jsonl") if splits else ()))
 
     from selfcrag.cli import main as selfcrag

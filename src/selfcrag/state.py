@@ -92,6 +92,11 @@ class State(OutputState, total=False):
     crag_action: Label
     knowledge: list[Strip]  # what generation may use: the best of `evidence`, within the strip budget
     evidence: list[Strip]  # every strip judged relevant in any round of this run (web included), one per text
+    sources: list[Passage]  # the whole passages those strips were cut from (not graded incorrect), one per chunk
+    # Every grounded draft of the run as judge saw it (quality/drafts.py): finalize shows the most confident one.
+    drafts: list[dict[str, Any]]
+    bridges: list[str]  # names the rewrites carried from the evidence into the query (the bridge of a multi-hop)
+    set_aside: list[Passage]  # the passages refine saw graded incorrect: one may hold the other hop's name
     web_available: bool
     web_searched: bool
     unsupported_claims: list[str]

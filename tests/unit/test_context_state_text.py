@@ -51,6 +51,13 @@ def test_sentences_and_numbers():
     assert numbers("30 days, $1,200.50, thirty, E1042 user_123") == {30.0, 1200.5}
 
 
+def test_no_abbreviates_number_only_before_one():
+    # A verdict "No." leads the offline answer to a yes/no question: the checks read the sentence after it alone.
+    assert split_sentences("No. Larry Hagman was an actor.") == ["No.", "Larry Hagman was an actor."]
+    assert split_sentences("It reached No. 5 on the chart. No. It did not.") == [
+        "It reached No. 5 on the chart.", "No.", "It did not."]
+
+
 def test_web_search_without_key_is_unavailable_and_raises_a_web_error():
     web = TavilyWebSearch(api_key="")
     assert not web.available

@@ -54,3 +54,13 @@ def test_an_answer_about_the_opposite_is_found(question, answer, expected):
 )
 def test_a_matching_answer_has_no_conflict(question, answer):
     assert conflicts(question, answer) == []
+
+
+def test_numbers_of_different_kinds_do_not_conflict():
+    # A rank, a year and an amount count different things: a multi-hop question's number describes the bridge.
+    assert conflicts("Who served as the 32nd Attorney General of where?", "He ran for the Senate in 2016.") == []
+    assert conflicts("Which album peaked at number six on the chart?", 'It is on the album "Dirt" (1992).') == []
+    assert conflicts("Who played Samson in the 1949 film?", "The 1984 television film starred Max von Sydow.") == [
+        Conflict("number", "1949", "1984")]
+    assert conflicts("Who was the 32nd president?", "The 31st president was Hoover.") == [
+        Conflict("number", "32", "31")]

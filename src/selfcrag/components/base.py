@@ -96,6 +96,9 @@ class Draft(ModelUse):
     answer: str
     citations: list[Citation]
     missing: str = ""
+    # Declined because the evidence is about another entity, number or qualifier than the question asks
+    # (quality.constraints): reading more of the same passages must not override that.
+    off_target: bool = False
 
 
 @dataclass
@@ -120,6 +123,9 @@ class AnswerGrade(ModelUse):
 class Rewrite(ModelUse):
     query: str
     reason: str = ""
+    # Names the evidence gave that the question lacks, carried into the query: a passage naming one is the second
+    # hop of a bridge question even when it reads as off-topic to the question (nodes/refine.py).
+    bridges: list[str] = field(default_factory=list)
 
 
 class Retriever(Protocol):

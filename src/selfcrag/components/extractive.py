@@ -26,12 +26,13 @@ from selfcrag.components.offline_grading import (
     similarity_or_stand_in,
     strip_citations,
 )
-from selfcrag.components.text import split_sentences, words
+from selfcrag.components.text import STOPWORDS, split_sentences, term, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
+from selfcrag.quality.rules import names
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -129,7 +130,7 @@ class ExtractiveGenerator:
         ranked, swapped = keep_to_constraints(question, ranked)
         if swapped and (not ranked or ranked[0].score < MIN_SUPPORT):  # say what the evidence is about instead
             missing = messages.phrase("evidence_about_other", language, swapped.stated, swapped.asked)
-            return Draft(answer="", citations=[], missing=missing)
+            return Draft(answer="", citations=[], missing=missing, off_target=True)
         if not ranked:
             return Draft(answer="", citations=[], missing=messages.phrase("all_unsupported", language))
         best = ranked[0]
@@ -149,8 +150,38 @@ class ExtractiveGenerator:
                 break
             if set(best.missing) - set(c.missing) or (c.typed and not best.typed):
                 chosen.append(c)
+        if len(chosen) < settings.max_answer_sentences:
+            chosen += bridge_sentence(question, chosen, ranked)
 
         return cite([(c.sentence, c.strip) for c in chosen], strips)
+
+
+def _keys(text: str) -> set[str]:
+    return {term(w) for w in words(text) if w not in STOPWORDS}
+
+
+def bridge_sentence(question: str, chosen: list[Candidate], ranked: list[Candidate]) -> list[Candidate]:
+    """The second hop of a bridge question, when the evidence has it. The best sentence answers the first hop and
+    names the bridge ("... based on the series Het Huis Anubis"); what the question asks of the bridge ("first
+    aired in what year") is in another passage, one that names the bridge, in a sentence covering the question
+    terms the chosen ones lack, or holding the expected type of answer they lack. That sentence scores low on the
+    whole question, so the ranking alone never quotes it. Nothing when the chosen sentences cover the question
+    and hold its type, or no such sentence exists."""
+    kind = answer_type(question)
+    lacking = set.intersection(*(set(c.missing) for c in chosen))
+    untyped = kind != "generic" and not any(c.typed for c in chosen)
+    if not (lacking or untyped):
+        return []
+    asked = _keys(question)
+    bridges = {key for c in chosen for name in names(c.sentence) for key in _keys(name)} - asked
+    hop = {c.strip["id"] for c in chosen}
+    for c in ranked:
+        passage = f"{c.strip['title']}\n{c.strip['text']}"
+        if c in chosen or c.strip["id"] in hop or not bridges & _keys(passage):
+            continue
+        if (untyped and c.typed) or (not untyped and lacking - set(c.missing)):
+            return [c]
+    return []
 
 
 def cite(chosen: list[tuple[str, Strip]], strips: list[Strip], lead: str = "") -> Draft:

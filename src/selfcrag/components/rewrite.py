@@ -116,7 +116,7 @@ class KeywordRewriter:
             reason += f", plus evidence terms: {', '.join(from_evidence)}"
         if not added:
             reason += " (no new terms found)"
-        return Rewrite(query=new_query, reason=reason)
+        return Rewrite(query=new_query, reason=reason, bridges=bridges)
 
     def contextualize(self, question: str, history: list[Turn], settings: Context) -> Rewrite:
         """A follow-up made standalone: the earlier turns' subject terms carried in (components/contextualize.py)."""

@@ -154,7 +154,10 @@ def keyword_tokens(text: str) -> list[str]:
     return [stem(w) for w in words(text) if w not in STOPWORDS]
 
 
-_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|No|Inc|Ltd|Co|Mt)|\b[A-Z]|e\.g|i\.e)\.$")
+_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|Inc|Ltd|Co|Mt)|\b[A-Z]|e\.g|i\.e)\.$")
+# "No." abbreviates "number" only before one ("No. 5", "No. 1 hit"); before a word it is the answer "No." (a
+# yes/no verdict the offline generator leads with), which must stay its own sentence for the checks to read.
+_NUMBER_SIGN = re.compile(r"\bNo\.$")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -164,7 +167,9 @@ def split_sentences(text: str) -> list[str]:
         part = part.strip() if part else ""
         if not part:
             continue
-        if sentences and _ABBREVIATION.search(sentences[-1]):  # "Dr." or "U.S." did not end a sentence
+        joined = sentences and (_ABBREVIATION.search(sentences[-1]) or
+                                (_NUMBER_SIGN.search(sentences[-1]) and part[:1].isdigit()))
+        if joined:  # "Dr." or "U.S." or "No. 5" did not end a sentence
             sentences[-1] = f"{sentences[-1]} {part}"
         else:
             sentences.append(part)

@@ -38,6 +38,7 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
     checks = _steps(trace, "check_hallucination")
     answer_grades = _steps(trace, "grade_answer")
     explanation = output.get("confidence_explanation") or {}
+    closing = (_steps(trace, "finalize") or [{}])[-1]
     return {
         **retrieval_signals(first_scores),
         "grade_top": round(max((float(g["score"]) for g in first_grades), default=0.0), 4),
@@ -60,6 +61,11 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
                               for step in _steps(trace, "finalize")),
         "generations": len(_steps(trace, "generate")),
         "drafts": sum(1 for step in _steps(trace, "generate") if step.get("decision") == "draft"),
+        # Drafts written after the strips alone could not answer (generation read whole passages: nodes/generate.py),
+        # the grounded drafts finalize chose from, and the round of the one it showed (quality/drafts.py).
+        "whole_passage_drafts": sum(1 for step in _steps(trace, "generate") if step.get("whole_passages")),
+        "drafts_kept": len(closing.get("drafts") or []),
+        "shown_draft_round": next((d["round"] for d in closing.get("drafts") or [] if d.get("shown")), 0),
         "grounded": checks[-1].get("decision") == "grounded" if checks else None,
         "unsupported": len(checks[-1].get("unsupported") or []) if checks else 0,
         "useful": answer_grades[-1].get("decision") == "useful" if answer_grades else None,

@@ -16,6 +16,7 @@ from selfcrag.language import Language, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
+from selfcrag.quality.drafts import as_judged
 from selfcrag.routing import question_unreadable
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
@@ -91,9 +92,28 @@ def clarifying_question(state: State, settings: Context, language: str) -> str:
     return ""
 
 
+def most_confident(state: State, settings: Context) -> tuple[State, list[dict[str, Any]]]:
+    """The state as the run's most confident grounded draft was judged (the last one on a tie: it had the most
+    evidence), and each kept draft's round, generation and confidence for the trace. The state as it is when the
+    run kept no draft."""
+    kept = state.get("drafts") or []
+    if not kept:
+        return state, []
+    earlier = earlier_answers(state)
+    scored = []
+    for draft in kept:
+        view = as_judged(state, draft)
+        value = confidence(view, draft["answer"], bool(contradictions(draft["answer"], earlier)), settings)["value"]
+        scored.append({"round": draft.get("round", 0), "generation": draft.get("generation", 0), "confidence": value})
+    best = max(range(len(kept)), key=lambda i: (scored[i]["confidence"], i))
+    scored[best]["shown"] = True
+    return as_judged(state, kept[best]), scored
+
+
 def make(components: Components) -> NodeFunction:
     def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
+        state, considered = most_confident(state, settings)
         language = language_of(state.get("question", ""))
         minimum, band = settings.thresholds(), settings.caveat_band
         scores = triad(state)
@@ -112,7 +132,8 @@ def make(components: Components) -> NodeFunction:
         # docs/DESIGN.md, Confidence).
         below = [name for name in floors if measured[name] < floors[name]]
         quality = {"thresholds": floors, "passed": not below, "below": below}
-        update: dict[str, Any] = {"scores": scores, "confidence": value, "confidence_explanation": explained,
+        update: dict[str, Any] = {"answer": state.get("answer") or "", "citations": state.get("citations") or [],
+                                  "scores": scores, "confidence": value, "confidence_explanation": explained,
                                   "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
         triggers = routing.review_triggers(measured, floors["confidence"], settings) if draft else []
         if draft and value >= minimum.overall and not conflicts and not triggers:
@@ -151,7 +172,7 @@ def make(components: Components) -> NodeFunction:
         update["trace"] = [
             # A held draft waits in the interrupt for the reviewer; the output (its trace included) never shows it.
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
-             "draft": "" if decision == "human_review" else draft}
+             "draft": "" if decision == "human_review" else draft, "drafts": considered}
         ]
         runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
         # A case for human review ends in human_review, once a person has decided.

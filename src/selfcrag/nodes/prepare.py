@@ -105,6 +105,10 @@ def make(components: Components) -> NodeFunction:
             "grades": [],
             "knowledge": [],
             "evidence": [],  # evidence accumulates over the rounds of one run, never across runs of a thread
+            "sources": [],
+            "set_aside": [],
+            "bridges": [],
+            "drafts": [],
             "seen": [],
             "queries": [],
             "answer": "",

@@ -29,6 +29,8 @@ def make(components: Components) -> NodeFunction:
              query=rewrite.query, for_web=for_web)
         update: dict[str, Any] = spent(rewrite)
         update["web_query" if for_web else "query"] = rewrite.query
+        if rewrite.bridges:
+            update["bridges"] = list(dict.fromkeys([*(state.get("bridges") or []), *rewrite.bridges]))
         reason, decision = rewrite.reason or "rewritten", "web query" if for_web else "new retrieval query"
         after = {**state, "query": rewrite.query}  # what routing reads next: say here why it stops
         if not for_web and repeats_a_query(after):  # type: ignore[arg-type]
@@ -41,6 +43,7 @@ def make(components: Components) -> NodeFunction:
                 "decision": decision,
                 "reason": reason,
                 "query": rewrite.query,
+                "bridges": rewrite.bridges,
                 **model_notes(rewrite),
             }
         ]

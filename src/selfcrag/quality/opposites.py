@@ -198,13 +198,27 @@ def _prefix_negations(question: str, answer: str) -> list[Conflict]:
     return []
 
 
+_ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)\b", re.I)
+
+
+def _kinds(text: str) -> dict[float, str]:
+    """Each number of the text and what it counts: a rank ("32nd"), a year (1000-2100, whole), or an amount.
+    Numbers of different kinds say nothing about each other: "the 32nd Attorney General" is not contradicted
+    by "in 2016", nor "number six on the chart" by "(1992)"."""
+    ranks = {float(m.group(1)) for m in _ORDINAL.finditer(text)}
+    return {n: "rank" if n in ranks else "year" if n.is_integer() and 1000 <= n <= 2100 else "amount"
+            for n in numbers(text)}
+
+
 def _other_numbers(question: str, answer: str) -> list[Conflict]:
-    """The question states a count or year the answer does not, and the answer states a different one."""
-    asked, said = numbers(question), numbers(answer)
-    missing = sorted(n for n in asked - said if n >= _MIN_COUNT)
-    instead = sorted(said - asked)
-    if missing and instead:
-        return [Conflict("number", _shown(missing[0]), _shown(instead[0]))]
+    """The question states a count, rank or year the answer does not, and the answer states a different one of
+    the same kind."""
+    asked, said = _kinds(question), _kinds(answer)
+    missing = sorted(n for n in asked.keys() - said.keys() if n >= _MIN_COUNT)
+    instead = sorted(said.keys() - asked.keys())
+    for wanted in missing:
+        if other := next((n for n in instead if said[n] == asked[wanted]), None):
+            return [Conflict("number", _shown(wanted), _shown(other))]
     return []
 
 

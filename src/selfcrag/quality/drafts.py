@@ -1,0 +1,31 @@
+"""The run's grounded drafts, and which one to show.
+
+A correction round can write a worse draft than an earlier one (a second hop's passage answers the question less
+well than the first), or none at all; the graph used to show whatever the last round left. `judge` keeps a
+snapshot of every grounded draft with the state it was judged in; `finalize` scores each with the calibrated
+confidence, read with the draft's own evidence, citations and check verdicts, and shows the most confident.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selfcrag.state import State
+
+# What a draft's confidence and its finalize decision read that later rounds overwrite.
+DRAFT_KEYS = ("answer", "citations", "knowledge", "groundedness", "grounded", "answer_relevance", "answer_useful",
+              "unsupported_claims", "feedback", "missing")  # fmt: skip
+
+
+def snapshot(state: State) -> dict[str, Any]:
+    """A judged draft as finalize will read it, and the generation that wrote it (for the trace)."""
+    kept = {key: state.get(key) for key in DRAFT_KEYS if key in state}
+    return {**kept, "round": state.get("retrieval_rounds", 0), "generation": state.get("generations", 0)}
+
+
+def as_judged(state: State, draft: dict[str, Any]) -> State:
+    """The run's state with `draft`'s evidence, citations and verdicts in place of the last round's. The trace
+    and the retrieval rounds stay the run's: they describe the whole run, whichever draft it shows."""
+    view = dict(state)
+    view.update({key: draft[key] for key in DRAFT_KEYS if key in draft})
+    return view  # type: ignore[return-value]
