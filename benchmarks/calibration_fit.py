@@ -11,9 +11,11 @@ Two source domains, so the fit is not one dataset's habits:
 - HaluEval: its 500 multi-hop questions on their own knowledge passages. Each question is its own group (its
   passage serves no other question).
 
-Every question runs through the offline graph (`selfcrag calibrate`'s runner). Features are chosen greedily by
-grouped cross-validation over both sources together; the table gives AUROC / ECE / AURC per source, of the
-confidence the runs had (before) and of the cross-validated fit (after). The general domain's abstain floor and
+Every question runs through the offline graph (`selfcrag calibrate`'s runner), and plain RAG for the floor rule.
+Features are chosen greedily by grouped cross-validation over both sources together, among all candidates but
+those that count the question's own words (`QUESTION_WORDING`: these questions were written from their passages,
+users paraphrase; `--with-question-wording` lets the fit take them). The table gives AUROC / ECE / AURC per source,
+of the confidence the runs had (before) and of the cross-validated fit (after). The general domain's abstain floor and
 caveat band are then chosen on the same out-of-fold probabilities (`evaluation/calibrate.py` `choose_floor`: the
 lowest floor at which the graph answers at most `floor_rule.unanswerable_vs_plain` (0.5) times as many of the
 unanswerable tuning questions as plain RAG does; the plain-answer minimum is the floor plus the `caveat_band`
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--out", type=Path, default=SHIPPED)
     cli.add_argument("--presets", type=Path, default=PRESETS, help="presets file whose general floor is chosen")
     cli.add_argument("--records", type=Path, help="reuse (or, when missing, keep) the runs' records here")
+    cli.add_argument("--with-question-wording", action="store_true",
+                     help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
 
     from selfcrag import Context
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         write,
         write_presets,  # fmt: skip
     )
-    from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES
+    from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING
 
     started = time.process_time()
     work = Path(tempfile.mkdtemp(prefix="selfcrag-calibration-"))
@@ -126,13 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.records:
             args.records.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows = rows_of(records)
-    fitted = fit(rows, list(FEATURES))
+    # Not the question-wording features unless asked: the tuning questions were written from their passages.
+    left_out = () if args.with_question_wording else QUESTION_WORDING
+    fitted = fit(rows, [name for name in FEATURES if name not in left_out])
     # What a fit can do from the backend-neutral features alone: the best the shipped file can hope for on the
     # model backend, whose graders score differently, before a user fits their own.
-    neutral = fit(rows, list(BACKEND_NEUTRAL))
+    neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out])
     files = [work / f"{name}.jsonl" for name in sources] + [squad_corpus, halueval_corpus]
-    command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed} (SQuAD: dev sample + "
-               f"{args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; HaluEval 500)")
+    wording = " --with-question-wording" if args.with_question_wording else ""
+    command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
+               f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
+               "HaluEval 500)")
     origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
     write(args.out, fitted, origin)
     rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}

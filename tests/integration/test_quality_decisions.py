@@ -55,7 +55,10 @@ def test_presets_and_risk_move_the_same_answer_across_bands():
     assert medical["quality"]["thresholds"]["confidence"] == round(PRESETS["medical"].overall + 0.05, 4)
     assert lenient["decision"] == "answer" and lenient["quality"]["thresholds"]["confidence"] == 0.3
     assert lenient["confidence"] == general["confidence"]  # the bar moved, not the probability
-    assert ask(WEAKER)["decision"] == "abstain"  # below the caveat band
+    # more than the caveat band below the minimum: abstain
+    below = Context(min_confidence=round(min(1.0, general["confidence"] + Context().caveat_band + 0.05), 4))
+    assert ask(MIDDLE, context=below)["decision"] == "abstain"
+    assert ask(WEAKER)["decision"] != "answer"  # a paraphrase over weak evidence is never a plain answer
     # one override alone: only the confidence minimum changes, and that alone withholds the answer
     strict = ask(CLEAR, context=Context(min_confidence=0.999, caveat_band=0.0))
     assert strict["decision"] == "abstain" and strict["quality"]["below"] == ["confidence"]
