@@ -1,50 +1,173 @@
-"""Re-fit the shipped calibration (`src/selfcrag/data/calibration/offline.json`) from the tuning data, reproducibly.
+"""Re-fit the shipped calibration and the general abstain floor from the tuning data, in one reproducible command.
 
-    .venv/bin/python benchmarks/calibration_fit.py [--per-class 300] [--seed 0] [--datasets ../shared/datasets]
+    .venv/bin/python benchmarks/calibration_fit.py [--per-class 300] [--seed 1] [--datasets ../shared/datasets]
                                                    [--out src/selfcrag/data/calibration/offline.json]
+                                                   [--presets src/selfcrag/data/presets.json] [--records FILE]
 
-The tuning data is the SQuAD 2.0 dev sample (200 questions) and N answerable + N unanswerable other questions of
-its 8 articles (the `squad-allowed` draw of eval_datasets.py), on the sample's 285 paragraphs (the same corpus
-covers both). They go into one question file and through `selfcrag calibrate`, which runs the offline graph,
-picks the features by cross-validation grouped by article, fits, prints AUROC/ECE/AURC before and after, and
-writes the file with the data's sha256 and the git commit. HotpotQA, PopQA and the reserved SQuAD articles are
-never used here. Re-run after a new feature lands in quality/calibration.py FEATURES.
+Two source domains, so the fit is not one dataset's habits:
+- SQuAD 2.0: the dev sample (200 questions) and N answerable + N unanswerable other questions of its 8 articles,
+  on those articles' paragraphs. The 200 questions `eval_datasets.py squad-allowed` measures on (its default draw,
+  100 + 100 with seed 0) are left out, so that set stays out of sample. Grouped by article.
+- HaluEval: its 500 multi-hop questions on their own knowledge passages. Each question is its own group (its
+  passage serves no other question).
+
+Every question runs through the offline graph (`selfcrag calibrate`'s runner), and plain RAG for the floor rule.
+Features are chosen greedily by grouped cross-validation over both sources together, among all candidates but
+those that count the question's own words (`QUESTION_WORDING`: these questions were written from their passages,
+users paraphrase; `--with-question-wording` lets the fit take them). The table gives AUROC / ECE / AURC per source,
+of the confidence the runs had (before) and of the cross-validated fit (after). The general domain's abstain floor and
+caveat band are then chosen on the same out-of-fold probabilities (`evaluation/calibrate.py` `choose_floor`: the
+lowest floor at which the graph answers at most `floor_rule.unanswerable_vs_plain` (0.5) times as many of the
+unanswerable tuning questions as plain RAG does; the plain-answer minimum is the floor plus the `caveat_band`
+setting, which also decides when weak evidence is corrected, so it is not moved here) and written to presets.json
+with their provenance; the other domains keep their offsets from general. HotpotQA, PopQA and the reserved SQuAD
+articles are never used here. Re-run after a new feature lands in quality/calibration.py FEATURES; writes
+benchmarks/results/calibration_fit.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_datasets import DEFAULT_DATASETS, ROOT, index_dir, load_jsonl, squad_split  # noqa: E402
+from eval_datasets import DEFAULT_DATASETS, RESULTS, ROOT, index_dir, load_jsonl, squad_split, with_text  # noqa: E402
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
+PRESETS = ROOT / "src" / "selfcrag" / "data" / "presets.json"
+UNANSWERABLE_VS_PLAIN = 0.5  # the floor rule's default when the presets file names none
+EVAL_DRAW = (100, 0)  # eval_datasets.py's default squad-allowed draw (per class, seed): never fitted on
+
+
+def squad_questions(folder: Path, per_class: int, seed: int, work: Path) -> tuple[list[dict[str, Any]], Path]:
+    """The dev sample plus `per_class` answerable and unanswerable other questions of its articles, none of them
+    in the squad-allowed evaluation draw; and the corpus of those articles."""
+    held_out, corpus = squad_split(folder, "allowed", *EVAL_DRAW, work)
+    sample = load_jsonl(folder / "dev_sample_200.jsonl")
+    taken = {q["id"] for q in sample} | {q["id"] for q in load_jsonl(held_out)}
+    titles = {row["title"] for row in load_jsonl(corpus)}
+    pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
+             "is_impossible": qa["is_impossible"], "context_title": article["title"]}
+            for article in json.loads((folder / "dev-v2.0.json").read_text(encoding="utf-8"))["data"]
+            if article["title"] in titles
+            for paragraph in article["paragraphs"] for qa in paragraph["qas"] if qa["id"] not in taken]  # fmt: skip
+    draw = random.Random(seed)
+    drawn = [q for impossible in (False, True)
+             for q in draw.sample([q for q in pool if q["is_impossible"] == impossible], per_class)]  # fmt: skip
+    return sample + drawn, corpus
+
+
+def halueval_questions(folder: Path, work: Path) -> tuple[list[dict[str, Any]], Path]:
+    questions = [{**q, "context_title": f"halueval:{q['id']}"} for q in load_jsonl(folder / "qa_500.jsonl")]
+    return questions, with_text(folder / "qa_500_corpus.jsonl", work)
+
+
+def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path) -> list[dict[str, Any]]:
+    """Every question through the offline graph on its corpus's (cached) index: one record each."""
+    from selfcrag.cli import _questions_index
+    from selfcrag.evaluation.questions import load_questions
+    from selfcrag.evaluation.run import Systems, measure
+
+    file = work / f"{name}.jsonl"
+    file.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions), encoding="utf-8")
+    operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=""))
+    systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
+    loaded = load_questions(file)
+    systems.warm_up(loaded[0]["question"])
+    records = []
+    for done, question in enumerate(loaded, 1):
+        # plain RAG too: the floor rule compares the wrong answers the graph shows with plain's
+        records += [{**measure(system, run, question), "source": name}
+                    for system, run in (("selfcrag", systems.selfcrag), ("plain", systems.plain))]
+        if done % 100 == 0 or done == len(loaded):
+            print(f"{name}: {done}/{len(loaded)} questions run", file=sys.stderr)
+    return records
 
 
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    cli.add_argument("--per-class", type=int, default=300, help="questions per class drawn from the 8 articles")
-    cli.add_argument("--seed", type=int, default=0)
+    cli.add_argument("--per-class", type=int, default=300, help="SQuAD questions per class beyond the dev sample")
+    cli.add_argument("--seed", type=int, default=1, help="which of those questions are drawn")
     cli.add_argument("--out", type=Path, default=SHIPPED)
+    cli.add_argument("--presets", type=Path, default=PRESETS, help="presets file whose general floor is chosen")
+    cli.add_argument("--records", type=Path, help="reuse (or, when missing, keep) the runs' records here")
+    cli.add_argument("--with-question-wording", action="store_true",
+                     help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
 
-    from selfcrag.cli import main as selfcrag
+    from selfcrag import Context
+    from selfcrag.evaluation.calibrate import (
+        choose_floor,
+        fit,
+        provenance,
+        rows_of,
+        source_table,
+        table,
+        write,
+        write_presets,  # fmt: skip
+    )
+    from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING
 
-    squad = args.datasets / "squad2"
+    started = time.process_time()
     work = Path(tempfile.mkdtemp(prefix="selfcrag-calibration-"))
-    drawn, _ = squad_split(squad, "allowed", args.per_class, args.seed, work)
-    questions = load_jsonl(squad / "dev_sample_200.jsonl") + load_jsonl(drawn)
-    tuning = work / f"squad-tuning-{len(questions)}.jsonl"
-    tuning.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions), encoding="utf-8")
-    corpus = squad / "dev_sample_corpus.jsonl"
-    return selfcrag(["calibrate", str(tuning), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
-                     "--out", str(args.out)])
+    squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work)
+    halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work)
+    sources = {"squad": (squad, squad_corpus), "halueval": (halueval, halueval_corpus)}
+    if args.records and args.records.is_file():
+        records = load_jsonl(args.records)
+        print(f"reusing {len(records)} records from {args.records}", file=sys.stderr)
+    else:
+        records = [r for name, (questions, corpus) in sources.items()
+                   for r in run_source(name, questions, corpus, work)]  # fmt: skip
+        if args.records:
+            args.records.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows = rows_of(records)
+    # Not the question-wording features unless asked: the tuning questions were written from their passages.
+    left_out = () if args.with_question_wording else QUESTION_WORDING
+    fitted = fit(rows, [name for name in FEATURES if name not in left_out])
+    # What a fit can do from the backend-neutral features alone: the best the shipped file can hope for on the
+    # model backend, whose graders score differently, before a user fits their own.
+    neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out])
+    files = [work / f"{name}.jsonl" for name in sources] + [squad_corpus, halueval_corpus]
+    wording = " --with-question-wording" if args.with_question_wording else ""
+    command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
+               f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
+               "HaluEval 500)")
+    origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
+    write(args.out, fitted, origin)
+    rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}
+    plain_answered = sum(1 for r in records if r["system"] == "plain" and r["is_impossible"] and r["answered"])
+    band = choose_floor(fitted["out_of_fold"], rows, plain_answered,
+                        float(rule.get("unanswerable_vs_plain", UNANSWERABLE_VS_PLAIN)), Context().caveat_band)
+    write_presets(args.presets, band, f"{command}; git {origin['git_commit'] or '?'}, {origin['date']}")
+    cpu = round(time.process_time() - started, 1)
+    print(table(fitted))
+    print(source_table(fitted))
+    print("backend-neutral features only (what the model backend's default file could reach at best):")
+    print(table(neutral))
+    print(source_table(neutral))
+    print(f"{'floor':>6}{'coverage':>10}{'risk':>7}{'kept right':>12}{'unans./plain':>14}   (tuning, cross-validated)")
+    for point in band["curve"]:
+        risk = "—" if point["risk"] is None else format(point["risk"], ".3f")
+        print(f"{point['floor']:>6.2f}{point['coverage']:>10.3f}{risk:>7}{point['kept_right']:>12.3f}"
+              f"{point['unanswerable_vs_plain']:>14.3f}" + ("   <- chosen" if point["floor"] == band["floor"] else ""))
+    print(f"general: abstain below {band['floor']:.2f}, caveat below {band['overall']:.2f} (band {band['band']:.2f}); "
+          f"{band['rule']}")
+    print(f"wrote {args.out} and {args.presets}; {cpu} CPU s")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "floor": band,
+               "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
+               "cpu_seconds": cpu, "command": command}
+    (RESULTS / "calibration_fit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":

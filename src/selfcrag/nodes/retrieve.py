@@ -17,6 +17,8 @@ from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State
 
+RANKS = ("vector_rank", "keyword_rank")  # each retriever's rank of a passage, kept in the trace for calibration
+
 
 def make(components: Components) -> NodeFunction:
     def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -46,7 +48,8 @@ def make(components: Components) -> NodeFunction:
                     "decision": f"{len(new)} new passages" if rounds > 1 else f"{len(passages)} passages",
                     "reason": reason + injection.reason(removed),
                     "new": len(new),
-                    "passages": [{"id": p["id"], "score": round(p["score"], 3)} for p in retrieved],
+                    "passages": [{"id": p["id"], "score": round(p["score"], 3),
+                                  **{k: p[k] for k in RANKS if k in p}} for p in retrieved],  # type: ignore[literal-required]
                     **injection.notes(removed),
                 }
             ],

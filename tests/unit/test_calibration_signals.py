@@ -1,0 +1,89 @@
+"""The general calibration signals (retriever agreement, names, the answer grading's findings) and the chooser of
+the abstain floor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selfcrag.evaluation import calibrate as fitting
+from selfcrag.quality.calibration import features
+
+RUN = {
+    "question": "When did Kublai Khan move the capital to Beijing?",
+    "knowledge": [{"id": "yuan#0", "doc_id": "yuan", "title": "Yuan_dynasty", "score": 0.9,
+                   "text": "In 1272 Kublai Khan moved the capital to Khanbaliq, present-day Beijing."},
+                  {"id": "song#3", "doc_id": "song", "title": "Song dynasty", "score": 0.4,
+                   "text": "The Song capital was Hangzhou."}],
+    "citations": [{"ref": "doc_1", "doc_id": "yuan", "title": "Yuan_dynasty", "source": "y.md", "quote": "1272"}],
+    "trace": [{"node": "retrieve", "passages": [{"id": "yuan#0", "score": 0.9, "vector_rank": 0, "keyword_rank": 2},
+                                                {"id": "song#3", "score": 0.5, "vector_rank": 1},
+                                                {"id": "song#4", "score": 0.4, "keyword_rank": 0}]},
+              {"node": "grade_documents", "grades": [{"id": "yuan#0", "label": "correct", "score": 0.9},
+                                                     {"id": "song#3", "label": "incorrect", "score": 0.3}]},
+              {"node": "generate", "decision": "no answer"}, {"node": "generate", "decision": "draft"},
+              {"node": "grade_answer", "decision": "useful", "violations": 1, "term_coverage": 0.75},
+              {"node": "grade_answer", "decision": "useful", "violations": 0, "term_coverage": 0.8}],
+}  # fmt: skip
+ANSWER = "In 1272 Kublai Khan moved the capital to Khanbaliq, present-day Beijing. [doc_1]"
+
+
+def test_the_general_signals_read_the_trace():
+    values = features(RUN, ANSWER)  # type: ignore[arg-type]
+    assert values["retrievers_agree"] == pytest.approx(1 / 3, abs=1e-4)  # the cited chunk: vector 1st, keyword 3rd
+    assert values["names_found"] == 1.0  # Kublai, Khan, Beijing are all in the cited evidence
+    assert values["grade_margin"] == pytest.approx(0.6)
+    assert values["distinct_documents"] == 2.0  # yuan, song
+    assert values["answer_term_coverage"] == 0.8 and values["constraint_violations"] == 0.0  # the last grading
+    assert values["declined"] == 1.0 and values["regenerations"] == 1.0
+
+
+def test_signals_fall_back_when_the_run_lacks_them():
+    other = {**RUN, "question": "When did Marco Polo reach Hangzhou?", "trace": RUN["trace"][:1]}
+    values = features(other, ANSWER)  # type: ignore[arg-type]
+    assert values["names_found"] == pytest.approx(0.0)  # Marco, Polo, Hangzhou: none in the cited document
+    assert values["answer_term_coverage"] == 0.0 and values["declined"] == 0.0 and values["regenerations"] == 0.0
+    unranked = {**RUN, "trace": [{"node": "retrieve", "passages": [{"id": "yuan#0", "score": 0.9}]}]}
+    assert features(unranked, ANSWER)["retrievers_agree"] == 0.0  # type: ignore[arg-type]  # a retriever without ranks
+
+
+def rows(spec: list[tuple[float, bool | None]]) -> tuple[list[float], list[dict]]:
+    """(confidence, right) per drafted run; right None: an unanswerable question (its draft is wrong)."""
+    made = [{"label": bool(right), "drafted": True, "impossible": right is None, "source": "s", "group": "",
+             "features": {}, "before": 0.0} for _, right in spec]
+    return [p for p, _ in spec], made
+
+
+def test_the_floor_is_the_lowest_that_answers_at_most_the_share_of_unanswerables_plain_answers():
+    # drafts to unanswerable questions at 0.2 (4), 0.3 (2) and 0.5 (1); right ones at 0.3 and 0.9; a wrong answer
+    # to an answerable question at 0.6. Plain RAG answered 8 unanswerable questions.
+    spec = [(0.2, None)] * 4 + [(0.3, None)] * 2 + [(0.5, None), (0.3, True), (0.6, False)] + [(0.9, True)] * 3
+    confidence, made = rows(spec)
+    band = fitting.choose_floor(confidence, made, 8, 0.5, band=0.15)
+    assert band["floor"] == 0.21  # 3 unanswerables answered = 0.375 x plain's 8; at 0.20 it would be 7
+    assert band["overall"] == 0.36 and band["kept_right"] == 1.0 and band["risk"] == pytest.approx(4 / 8, abs=1e-4)
+    assert fitting.choose_floor(confidence, made, 8, 0.2, band=0.15)["floor"] == 0.31  # 1 left: 0.125 x
+    assert fitting.choose_floor(confidence, made, 8, 0.0, band=0.15)["floor"] == 0.51  # none left
+    assert [p["floor"] for p in band["curve"]][:3] == [0.0, 0.05, 0.1]  # the whole curve goes into the provenance
+    assert fitting.unanswerable_ratio(confidence, made, 8, 0.0) == 7 / 8
+
+
+def test_right_answers_kept_is_counted_in_the_source_that_loses_most():
+    confidence = [0.4, 0.4, 0.9, 0.3]
+    made = [{"label": True, "drafted": True, "impossible": False, "source": source} for source in "aabb"]
+    assert fitting.kept_right(confidence, made, 0.35) == 0.5  # source b keeps one of its two
+
+
+def test_the_presets_file_keeps_the_domains_offsets(tmp_path):
+    path = tmp_path / "presets.json"
+    path.write_text(json.dumps({"about": "x", "risk_shift": {"normal": 0.0}, "domains": {
+        "general": {"context_relevance": 0.7, "overall": 0.45}, "medical": {"context_relevance": 0.9,
+                                                                            "overall": 0.70}}}))
+    band = {"floor": 0.4, "overall": 0.55, "band": 0.15, "rule": "r", "coverage": 0.5, "risk": 0.1,
+            "kept_right": 0.9, "unanswerable_vs_plain": 0.5}
+    fitting.write_presets(path, band, "test")
+    data = json.loads(path.read_text())
+    assert data["domains"]["general"]["overall"] == 0.55 and data["domains"]["medical"]["overall"] == 0.8
+    assert data["chosen"]["caveat_band"] == 0.15 and data["chosen"]["by"] == "test" and data["about"] == "x"
+    assert data["floor_rule"] == {"unanswerable_vs_plain": 0.5} and data["risk_shift"] == {"normal": 0.0}
