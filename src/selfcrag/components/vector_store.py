@@ -9,8 +9,9 @@ asks `lookup()` first and embeds only what no loaded index knows: the question, 
 One mechanism, keyed by the exact text (a 128-bit hash of it): any component asking for a known text gets the
 stored vector, whatever it does with it. Stores are found by the embedder's `name`, the same name an index's
 manifest records, so vectors of another model never meet. An embedder without a name gets no stored vectors.
-Vectors are float32 as the embedder gave them: the local model gives a text the same vector in any batch, so a
-stored vector is bit-identical to a fresh one and no decision changes.
+With the local model, a chunk's text has the vector the model gives it alone; its sentences and strips are pooled
+from the chunk's one pass (late chunking, `in_context`), so they are read in context and differ from the vectors
+of the same sentences embedded alone (which a question's own new texts still get).
 """
 
 from __future__ import annotations
