@@ -231,3 +231,17 @@ def test_parts_are_pooled_over_their_characters_tokens() -> None:
     np.testing.assert_allclose(first, hidden[1] / np.linalg.norm(hidden[1]), rtol=1e-6)
     assert past is None  # ends past the last token: truncated
     assert span_vectors(hidden, offsets, []) == []
+
+
+def test_streamed_slices_read_in_context_give_the_store_of_one_pass(embedder, monkeypatch) -> None:
+    chunks = _chunks()  # seven chunks repeating two sentences
+    whole = HybridIndex.build(chunks, embedder)
+    monkeypatch.setattr(vector_store, "INGEST_SLICE", 3)
+    progress: list[int] = []
+    sliced = HybridIndex.build(chunks, embedder, on_progress=lambda done, _: progress.append(done))
+    assert whole.text_vectors is not None and sliced.text_vectors is not None
+    assert len(sliced.text_vectors) == len(whole.text_vectors) == len(sliced.text_vectors.keys)  # no repeats
+    for hashed in whole.text_vectors.keys:  # the first chunk holding a text gives its vector, in any slice
+        np.testing.assert_allclose(whole.text_vectors.get(hashed.tobytes()),
+                                   sliced.text_vectors.get(hashed.tobytes()), rtol=0, atol=1e-6)
+    assert progress == sorted(progress) and progress[-1] == len(chunks)

@@ -202,9 +202,10 @@ def embed_index(
                 got = np.zeros((len(alone), batch.shape[1]), dtype=np.float32)
             got[rows] = batch
             done += len(rows)
-            if done - reported >= PROGRESS_TEXTS or done == len(alone):
-                reported = done
+            if not callable(contextual) and (done - reported >= PROGRESS_TEXTS or done == len(alone)):
+                reported = done  # (after the chunks' passes, the few texts embedded alone are not counted)
                 progress(done, len(alone))
+        progress(1, 1)
         found.update(zip(alone, got, strict=True))
         if not found:
             continue
