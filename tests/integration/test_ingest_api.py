@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -92,6 +93,38 @@ def test_append_embeds_only_new_and_changed_documents_and_equals_a_rebuild(tmp_p
     for query in ("bridges over the Amsel", "ticket price", "visitors on Sundays", "tides in March"):
         got = {(d.metadata["doc_id"], d.metadata["score"]) for d in appended.as_retriever(k=3).invoke(query)}
         assert got == {(d.metadata["doc_id"], d.metadata["score"]) for d in fresh.as_retriever(k=3).invoke(query)}
+
+
+class InContext(Counting):
+    """The local model reading chunks in context (late chunking), recording the chunks it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: list[str] = []
+
+    def embed_in_context(self, inputs, parts):  # noqa: ANN001, ANN201
+        self.inputs += inputs
+        return self.inner.embed_in_context(inputs, parts)
+
+
+def test_append_in_context_runs_only_new_chunks_and_unchanged_ones_keep_their_vectors(tmp_path: Path) -> None:
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, evidence_texts, key
+
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "bridges.md": BRIDGES})
+    index_dir = tmp_path / "index"
+    ingest(docs, index_dir, embeddings=InContext())
+    before = dict(zip(map(bytes, np.load(index_dir / KEYS_FILE)), np.load(index_dir / VECTORS_FILE), strict=True))
+
+    folder(docs, {"bridges.md": BRIDGES_NOW, "ferry.md": FERRY})
+    model = InContext()
+    report = ingest(docs, index_dir, append=True, embeddings=model)
+    assert (report.added, report.replaced, report.unchanged) == (1, 1, 1)
+    assert model.inputs and not [t for t in model.inputs if "tide" in t.lower()]  # the unchanged chunk: not run
+    assert model.texts == []  # every sentence and strip of the new chunks came from their pass
+    after = dict(zip(map(bytes, np.load(index_dir / KEYS_FILE)), np.load(index_dir / VECTORS_FILE), strict=True))
+    tides = [c.text for c in HybridIndex.load(index_dir, default_embedder()).chunks if c.doc_id == "tides"]
+    kept = [key(t) for t in evidence_texts(tides)]
+    assert kept and all(np.array_equal(before[k], after[k]) for k in kept)  # bit for bit
 
 
 def test_index_as_a_langchain_retriever_in_a_chain_sync_and_async(tmp_path: Path) -> None:

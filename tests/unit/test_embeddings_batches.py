@@ -173,3 +173,75 @@ def test_a_failing_remote_request_is_one_error_and_stops_the_rest() -> None:
     with pytest.raises(EmbeddingModelError, match="connection reset by peer"):
         embedder.embed_documents(texts)
     assert len(remote.requests) <= 3  # those already in flight; the other seven were never sent
+
+
+# --- late chunking: one pass per chunk gives its sentences' and strips' vectors --------------------------------
+
+
+def _stored(index: HybridIndex, text: str) -> np.ndarray:
+    assert index.text_vectors is not None
+    vector = index.text_vectors.get(vector_store.key(text))
+    assert vector is not None, text
+    return np.asarray(vector)
+
+
+def test_a_long_chunk_gives_its_tail_sentences_vectors_of_their_own(embedder) -> None:
+    sentences = [f"Station {n} of the Quellport survey recorded {n * 7} millimetres of rain in week {n}." for n in
+                 range(1, 31)]  # ~20 tokens each: the chunk passes the model's 256 tokens
+    (chunk,) = chunk_documents([SourceDocument("rain", "Rain", "rain.md", " ".join(sentences))], max_words=1000)
+    text = index_text(chunk)
+    parts = [(s, text.find(s)) for s in sentences]
+    ((_, _, (pooled,)),) = list(embedder.embed_in_context([text], [parts]))
+    assert pooled[0] is not None and pooled[-1] is None  # cut off by the truncation: no vector from this pass
+    index = HybridIndex.build([chunk], embedder)
+    np.testing.assert_allclose(_stored(index, sentences[0]), pooled[0], rtol=0, atol=1e-6)
+    # The tail is embedded alone, so every sentence still has a stored vector.
+    np.testing.assert_allclose(_stored(index, sentences[-1]), embedder.embed_documents([sentences[-1]])[0],
+                               rtol=0, atol=1e-5)
+    assert float(_stored(index, sentences[0]) @ embedder.embed_documents([sentences[0]])[0]) < 0.999  # in context
+
+
+def test_a_text_in_two_chunks_is_stored_once_with_the_first_chunks_vector(embedder) -> None:
+    shared = "The depot opens at nine."
+    docs = [SourceDocument("a", "Tides", "a.md", f"The harbour has two high tides a day. {shared}"),
+            SourceDocument("b", "Bridges", "b.md", f"Four bridges cross the river Amsel. {shared}")]
+    chunks = chunk_documents(docs)
+    index = HybridIndex.build(chunks, embedder)
+    inputs = [index_text(c) for c in chunks]
+    passes = list(embedder.embed_in_context(inputs, [[(shared, t.find(shared))] for t in inputs]))
+    in_first, in_second = ({row: spans[n][0] for rows, _, spans in passes for n, row in enumerate(rows)}[i]
+                           for i in (0, 1))
+    assert float(in_first @ in_second) < 0.999  # its two contexts give it two vectors ...
+    np.testing.assert_allclose(_stored(index, shared), in_first, rtol=0, atol=1e-6)  # ... the first one is stored
+    assert index.text_vectors is not None
+    assert len(index.text_vectors) == len(index.text_vectors.keys)  # stored once
+    # A chunk's own text keeps the vector the model gives it alone, which is also its search vector.
+    np.testing.assert_allclose(_stored(index, inputs[1]), embedder.embed_documents([inputs[1]])[0], atol=1e-5)
+
+
+def test_parts_are_pooled_over_their_characters_tokens() -> None:
+    from selfcrag.components.embeddings import span_vectors
+
+    hidden = np.arange(12, dtype=np.float32).reshape(6, 2) + 1.0
+    # [CLS] "ab" "cd" "##e" "." [SEP] over the text "ab cde." (character offsets; specials have empty spans)
+    offsets = np.array([[0, 0], [0, 2], [3, 5], [5, 6], [6, 7], [0, 0]])
+    first, second, past = span_vectors(hidden, offsets, [("ab", 0), ("cde.", 3), ("cde. more", 3)])
+    mean = hidden[2:5].mean(axis=0)
+    np.testing.assert_allclose(second, mean / np.linalg.norm(mean), rtol=1e-6)
+    np.testing.assert_allclose(first, hidden[1] / np.linalg.norm(hidden[1]), rtol=1e-6)
+    assert past is None  # ends past the last token: truncated
+    assert span_vectors(hidden, offsets, []) == []
+
+
+def test_streamed_slices_read_in_context_give_the_store_of_one_pass(embedder, monkeypatch) -> None:
+    chunks = _chunks()  # seven chunks repeating two sentences
+    whole = HybridIndex.build(chunks, embedder)
+    monkeypatch.setattr(vector_store, "INGEST_SLICE", 3)
+    progress: list[int] = []
+    sliced = HybridIndex.build(chunks, embedder, on_progress=lambda done, _: progress.append(done))
+    assert whole.text_vectors is not None and sliced.text_vectors is not None
+    assert len(sliced.text_vectors) == len(whole.text_vectors) == len(sliced.text_vectors.keys)  # no repeats
+    for hashed in whole.text_vectors.keys:  # the first chunk holding a text gives its vector, in any slice
+        np.testing.assert_allclose(whole.text_vectors.get(hashed.tobytes()),
+                                   sliced.text_vectors.get(hashed.tobytes()), rtol=0, atol=1e-6)
+    assert progress == sorted(progress) and progress[-1] == len(chunks)

