@@ -9,6 +9,9 @@ questions through the offline graph in one process, each question once per arm, 
 - `no store`: the same index saved without them (an index from before them), same embedding batch size;
 - `no store, batch 32 (main)`: as before this change, embedding batches of 32;
 - `no store, batch N`: for each of `--batch-sizes`, to pick the batch size texts unknown to the index get.
+- `--reference SRC` (e.g. /work/main/src): this script run at the same time in a second process importing the
+  selfcrag under SRC (its `stored` arm): CPU before and after a change, measured side by side on the same load,
+  and its decisions, confidences and answers compared with this tree's.
 Each arm has its own embedder object, so its own embedding cache: an arm never reuses another's vectors. The
 machine is shared and noisy, so the headline is process CPU seconds (`time.process_time()`, all threads) and
 their ratio, not wall time. Per arm: CPU per question (median, p90), wall median, embedding calls and texts per
@@ -21,8 +24,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +132,22 @@ def summarise(arm: Arm, reference: Arm) -> dict:
     }
 
 
+def start_reference(args: argparse.Namespace, index: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """This benchmark's stored arm over the selfcrag in `args.reference`, started now in another process."""
+    out = Path(tempfile.mkdtemp(prefix="question-cpu-reference-")) / "result.json"
+    command = [sys.executable, __file__, "--datasets", str(args.datasets), "--index", index, "--no-compare",
+               "--limit", str(args.limit), "--out", str(out)]
+    environment = {**os.environ, "PYTHONPATH": str(args.reference.resolve())}
+    return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL), out
+
+
+def finish_reference(process: subprocess.Popen[bytes], out: Path, source: Path) -> tuple[str, list[dict]]:
+    if process.wait() != 0:
+        raise SystemExit(f"the reference run over {source} failed (exit {process.returncode})")
+    result = json.loads(out.read_text())
+    return f"reference {source}", [{"id": row["id"], **row["stored"]} for row in result["rows"]]
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
@@ -134,6 +155,8 @@ def main() -> int:
     cli.add_argument("--index", type=Path, default=None, help="index directory to build or reuse")
     cli.add_argument("--batch-sizes", default="", help="extra no-store arms at these batch sizes, e.g. 4,16")
     cli.add_argument("--no-compare", action="store_true", help="only the stored arm")
+    cli.add_argument("--reference", type=Path, default=None,
+                     help="a selfcrag source directory (its src/) run at the same time in another process")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "question_cpu.json")
     args = cli.parse_args()
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
@@ -169,6 +192,7 @@ def main() -> int:
     store = indexes["stored"].text_vectors
     assert store is not None, "the index has no stored vectors"
     context = Context.from_env()
+    reference = start_reference(args, info["index"]) if args.reference else None
 
     def ask(arm: Arm, question: str) -> dict:
         embeddings.BATCH_SIZE = arm.batch_size
@@ -191,6 +215,9 @@ def main() -> int:
         publish(store)
 
     summary = {arm.name: summarise(arm, arms[0]) for arm in arms}
+    if reference is not None:
+        name, rows = finish_reference(*reference, args.reference)
+        summary[name] = summarise(Arm(name, default_batch, True, arms[0].embedder, rows=rows), arms[0])
     base = summary["stored"]["cpu_ms_median"]
     print(f"index: {info['chunks']} chunks, {info['stored_texts']} stored texts ({info['stored_mb']} MB)"
           + (f", built in {info['ingest_cpu_s']} s CPU ({info['ingest_cpu_s_without_store']} s without the store)"

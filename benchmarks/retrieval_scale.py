@@ -209,11 +209,13 @@ def main() -> int:
     cli.add_argument("--old-up-to", type=int, default=100_000, help="run the old BM25 up to this many chunks")
     cli.add_argument("--hnsw-up-to", type=int, default=100_000, help="HNSW up to this size (its build is slow)")
     cli.add_argument("--kinds", default="hnsw,ivf", help="approximate FAISS indexes to compare with flat")
-    cli.add_argument("--no-vectors", action="store_true")
+    cli.add_argument("--no-vectors", action="store_true", help="keyword search only (keeps --out's vector rows)")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retrieval_scale.json")
     args = cli.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results: dict = {"keyword": [], "vector": [], "queries": args.queries, "depth": DEPTH}
+    if args.no_vectors and args.out.is_file():  # a keyword-only run keeps the vector rows measured before
+        results["vector"] = json.loads(args.out.read_text()).get("vector", [])
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every row: the 1M HNSW build takes many minutes, and what came before is kept
