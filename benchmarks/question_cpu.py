@@ -9,6 +9,9 @@ questions through the offline graph in one process, each question once per arm, 
 - `no store`: the same index saved without them (an index from before them), same embedding batch size;
 - `no store, batch 32 (main)`: as before this change, embedding batches of 32;
 - `no store, batch N`: for each of `--batch-sizes`, to pick the batch size texts unknown to the index get.
+- `--reference SRC` (e.g. /work/main/src): this script run at the same time in a second process importing the
+  selfcrag under SRC (its `stored` arm): CPU before and after a change, measured side by side on the same load,
+  and its decisions, confidences and answers compared with this tree's.
 Each arm has its own embedder object, so its own embedding cache: an arm never reuses another's vectors. The
 machine is shared and noisy, so the headline is process CPU seconds (`time.process_time()`, all threads) and
 their ratio, not wall time. Per arm: CPU per question (median, p90), wall median, embedding calls and texts per
@@ -21,8 +24,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +81,7 @@ def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
     return Path(tempfile.gettempdir()) / f"selfcrag-question-cpu-{digest.hexdigest()[:12]}"
 
 
-def build_or_reuse(corpus: Path, directory: Path, embedder: Any) -> dict:
+def build_or_reuse(corpus: Path, directory: Path, embedder: Any, with_plain: bool = True) -> dict:
     """The index with its stored vectors in `directory` (built unless there), and one without them beside it."""
     from selfcrag.components.documents import chunk_documents, load_documents
     from selfcrag.components.index_files import MANIFEST
@@ -96,16 +101,24 @@ def build_or_reuse(corpus: Path, directory: Path, embedder: Any) -> dict:
         if index.text_vectors is not None:  # served from the loaded copy below, and withdrawn for no-store arms
             withdraw(index.text_vectors)
     plain = directory.with_name(directory.name + "-plain")
+    if not with_plain:  # a run of the stored arm alone (a reference run) must not rewrite the copy another reads
+        return info | _sizes(directory, plain)
     plain.mkdir(exist_ok=True)
     for item in directory.iterdir():
         if item.name not in (VECTORS_FILE, KEYS_FILE):
             shutil.copy2(item, plain / item.name)
     for name in (VECTORS_FILE, KEYS_FILE):
         (plain / name).unlink(missing_ok=True)
+    return info | _sizes(directory, plain)
+
+
+def _sizes(directory: Path, plain: Path) -> dict[str, Any]:
+    from selfcrag.components.index_files import MANIFEST
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+
     manifest = json.loads((directory / MANIFEST).read_text())
-    info.update(chunks=manifest["chunks"], stored_texts=int(np.load(directory / KEYS_FILE).shape[0]),
-                stored_mb=round((directory / VECTORS_FILE).stat().st_size / 2**20, 2), plain=str(plain))
-    return info
+    return {"chunks": manifest["chunks"], "stored_texts": int(np.load(directory / KEYS_FILE).shape[0]),
+            "stored_mb": round((directory / VECTORS_FILE).stat().st_size / 2**20, 2), "plain": str(plain)}
 
 
 def summarise(arm: Arm, reference: Arm) -> dict:
@@ -127,6 +140,36 @@ def summarise(arm: Arm, reference: Arm) -> dict:
     }
 
 
+def start_reference(args: argparse.Namespace, index: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """This benchmark's stored arm over the selfcrag in `args.reference`, started now in another process."""
+    out = Path(tempfile.mkdtemp(prefix="question-cpu-reference-")) / "result.json"
+    command = [sys.executable, __file__, "--datasets", str(args.datasets), "--index", index, "--no-compare",
+               "--limit", str(args.limit), "--out", str(out), "--ready", str(out.with_name("ready"))]
+    environment = {**os.environ, "PYTHONPATH": str(args.reference.resolve())}
+    return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL), out
+
+
+def meet(own: Path | None, other: Path | None, patience: float = 600.0) -> None:
+    """Both processes warm, then both measure: say this one is ready (`own`), wait until the other is (`other`)."""
+    if own is not None:
+        own.touch()
+        while not own.with_name("go").exists() and patience > 0:
+            time.sleep(0.05)
+            patience -= 0.05
+    if other is not None:
+        while not other.exists() and patience > 0:
+            time.sleep(0.05)
+            patience -= 0.05
+        other.with_name("go").touch()
+
+
+def finish_reference(process: subprocess.Popen[bytes], out: Path, source: Path) -> tuple[str, list[dict]]:
+    if process.wait() != 0:
+        raise SystemExit(f"the reference run over {source} failed (exit {process.returncode})")
+    result = json.loads(out.read_text())
+    return f"reference {source}", [{"id": row["id"], **row["stored"]} for row in result["rows"]]
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
@@ -134,6 +177,9 @@ def main() -> int:
     cli.add_argument("--index", type=Path, default=None, help="index directory to build or reuse")
     cli.add_argument("--batch-sizes", default="", help="extra no-store arms at these batch sizes, e.g. 4,16")
     cli.add_argument("--no-compare", action="store_true", help="only the stored arm")
+    cli.add_argument("--ready", type=Path, default=None, help=argparse.SUPPRESS)  # the reference run's signal
+    cli.add_argument("--reference", type=Path, default=None,
+                     help="a selfcrag source directory (its src/) run at the same time in another process")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "question_cpu.json")
     args = cli.parse_args()
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
@@ -151,7 +197,9 @@ def main() -> int:
         questions = questions[: args.limit]
     real = embeddings.default_embedder()
     real.embed_documents(["warm up"])
-    info = build_or_reuse(corpus, index_dir(corpus, real.name, args.index), real)
+    info = build_or_reuse(corpus, index_dir(corpus, real.name, args.index), real, with_plain=not args.no_compare)
+    # Started once the index exists; both processes warm up, then measure together (`meet`).
+    reference = start_reference(args, info["index"]) if args.reference else None
 
     default_batch = embeddings.BATCH_SIZE
     arms = [Arm("stored", default_batch, True, CountingEmbedder(real))]
@@ -183,6 +231,7 @@ def main() -> int:
     try:
         for arm in arms:  # warm: the graph, the index, the code paths; then every question is measured
             ask(arm, "What is the capital of Normandy?")
+        meet(args.ready, reference[1].with_name("ready") if reference else None)
         for q in questions:
             for arm in arms:
                 arm.rows.append({"id": q["id"], **ask(arm, q["question"])})
@@ -191,6 +240,9 @@ def main() -> int:
         publish(store)
 
     summary = {arm.name: summarise(arm, arms[0]) for arm in arms}
+    if reference is not None:
+        name, rows = finish_reference(*reference, args.reference)
+        summary[name] = summarise(Arm(name, default_batch, True, arms[0].embedder, rows=rows), arms[0])
     base = summary["stored"]["cpu_ms_median"]
     print(f"index: {info['chunks']} chunks, {info['stored_texts']} stored texts ({info['stored_mb']} MB)"
           + (f", built in {info['ingest_cpu_s']} s CPU ({info['ingest_cpu_s_without_store']} s without the store)"

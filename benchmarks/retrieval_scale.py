@@ -4,10 +4,13 @@
 
 Keyword part: a corpus of chunks whose tokens follow a Zipf law over a 200,000-term vocabulary (seeded), 40-120
 tokens a chunk; queries of 2-5 terms drawn from the same law (common terms included: their long postings are the
-expensive case). Per query, what `HybridIndex.retrieve` asks of BM25: every score, then the best `depth` (20) rows.
-`old` is the dict-of-lists BM25 this replaced (its scoring loop, kept below), run side by side where affordable;
-both give the same top rows (checked). Build: the array BM25 built from token lists at 10k/100k; at 1M its arrays
-are made with numpy and loaded through `from_arrays` (the load path, checks included).
+expensive case). Per query, what `HybridIndex.retrieve` asks of BM25: the best `depth` (20) rows with their
+scores. `new` is `BM25.top` (pruned, MaxScore-style); `array` is what it replaced, every row scored with one
+bincount then the best picked (`best(score_all(...))`), run side by side at every size: both must give the same
+(row, score) pairs, scores to the last bit (checked). `old` is the dict-of-lists BM25 before the arrays (its
+scoring loop, kept below), run where affordable: the same top rows (checked). Build: the array BM25 built from
+token lists at 10k/100k; at 1M its arrays are made with numpy and loaded through `from_arrays` (the load path,
+checks included).
 Vector part: random-normal unit vectors (384 dimensions, no embedding model), and the same clustered around
 size/100 centres (text embeddings have neighbourhoods; pure noise has none); queries near a chunk; single-query
 search as the retriever
@@ -133,9 +136,13 @@ def keyword(size: int, queries: int, with_old: bool) -> dict:
     out["postings"] = len(new.rows)
     out["rss_growth_mb"] = round(rss_mb() - before, 1)
     out["index_mb"] = round(sum(a.nbytes for a in (new.rows, new.tf, new.doc_len, new.start, new._weights,
-                                                    new._idf)) / 2**20, 1)
-    new_ms, new_top = timed(lambda q: BM25.best(new.score_all(q), DEPTH), asked)
+                                                    new._idf, new._bound)) / 2**20, 1)
+    new_ms, new_top = timed(lambda q: new.top(q, DEPTH), asked)
     out["new"] = summary(new_ms)
+    array_ms, array_top = timed(lambda q: BM25.best(new.score_all(q), DEPTH), asked)
+    out["array"] = summary(array_ms)
+    out["identical_to_array"] = new_top == array_top
+    out["array_over_new_p50"] = round(out["array"]["p50_ms"] / max(out["new"]["p50_ms"], 1e-6), 1)
     if with_old and documents:
         cpu = time.process_time()
         old = OldBM25(documents)
@@ -202,25 +209,30 @@ def main() -> int:
     cli.add_argument("--old-up-to", type=int, default=100_000, help="run the old BM25 up to this many chunks")
     cli.add_argument("--hnsw-up-to", type=int, default=100_000, help="HNSW up to this size (its build is slow)")
     cli.add_argument("--kinds", default="hnsw,ivf", help="approximate FAISS indexes to compare with flat")
-    cli.add_argument("--no-vectors", action="store_true")
+    cli.add_argument("--no-vectors", action="store_true", help="keyword search only (keeps --out's vector rows)")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retrieval_scale.json")
     args = cli.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results: dict = {"keyword": [], "vector": [], "queries": args.queries, "depth": DEPTH}
+    if args.no_vectors and args.out.is_file():  # a keyword-only run keeps the vector rows measured before
+        results["vector"] = json.loads(args.out.read_text()).get("vector", [])
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every row: the 1M HNSW build takes many minutes, and what came before is kept
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 
-    print(f"{'chunks':>9} {'postings':>11} {'build s':>8} {'new p50':>8} {'new p95':>8} {'old p50':>8} "
-          f"{'old p95':>8} {'x':>6}  (keyword search, CPU ms per query)")
+    print(f"{'chunks':>9} {'postings':>11} {'build s':>8} {'new p50':>8} {'new p95':>8} {'arr p50':>8} "
+          f"{'arr p95':>8} {'x':>6} {'same':>5} {'old p50':>8} {'old p95':>8} {'x':>6}  (keyword search, CPU ms "
+          "per query)")
     for size in sizes:
         row = keyword(size, args.queries, size <= args.old_up_to)
         results["keyword"].append(row)
         save()
         old = row.get("old", {})
         print(f"{size:>9,} {row['postings']:>11,} {row['build_cpu_s']:>8} {row['new']['p50_ms']:>8} "
-              f"{row['new']['p95_ms']:>8} {old.get('p50_ms', '-'):>8} {old.get('p95_ms', '-'):>8} "
+              f"{row['new']['p95_ms']:>8} {row['array']['p50_ms']:>8} {row['array']['p95_ms']:>8} "
+              f"{row['array_over_new_p50']:>6} {'yes' if row['identical_to_array'] else 'NO':>5} "
+              f"{old.get('p50_ms', '-'):>8} {old.get('p95_ms', '-'):>8} "
               f"{row.get('old_over_new_p50', '-'):>6}", flush=True)
     if not args.no_vectors:
         print(f"{'chunks':>9} {'vectors':>13} {'kind':>5} {'build s':>8} {'MB':>7} {'p50 ms':>8} {'p95 ms':>8} "

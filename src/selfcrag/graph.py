@@ -32,7 +32,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag import routing
 from selfcrag.components.backend import Components, auto_components, model_components
-from selfcrag.context import Context, resolve
+from selfcrag.context import Context, OperatorSettings, resolve
 from selfcrag.nodes import (
     adopt_draft,
     bounded,
@@ -64,9 +64,10 @@ MODEL_NODES = {"contextualize", "grade_documents", "speculate", "refine", "web_s
 
 
 def operator_settings(settings: Context | dict[str, Any] | None) -> Callable[[], Context]:
-    """The deployment's settings, read at run time: the environment, then what `build_graph(settings=...)` fixed."""
+    """The deployment's settings, read at run time: the environment, then what `build_graph(settings=...)` fixed
+    (made again only when the environment changed: `OperatorSettings`)."""
     fixed = settings.model_dump(exclude_unset=True) if isinstance(settings, Context) else dict(settings or {})
-    return lambda: Context.from_env(**fixed)
+    return OperatorSettings(fixed)
 
 
 def _with_settings(node: Callable[..., Any], base: Callable[[], Context]) -> Callable[..., Any]:

@@ -153,3 +153,29 @@ def test_a_damaged_file_is_refused_before_numpy_allocates(tmp_path: Path) -> Non
         index_files.read_keywords(tmp_path, ARRAYS)
     with pytest.raises(index_files.DamagedFile, match='bm25.npz: "tf" is missing'):
         index_files.read_keywords(saved(tmp_path, {k: v for k, v in arrays.items() if k != "tf"}), ARRAYS)
+
+
+@pytest.mark.parametrize("floor", [0, 40, 4096])  # every path of `top`: sorted postings, index-sized, fallback
+def test_pruned_top_equals_ranking_every_score(monkeypatch, floor: int) -> None:
+    """`top` prunes common terms (MaxScore); it must return exactly what ranking every row's score returns, ties
+    at the cut included, and `score_rows` exactly the scores `score_all` gives those rows."""
+    from selfcrag.components import bm25 as module
+
+    monkeypatch.setattr(module, "DIRECT_UP_TO", 0)  # this small corpus would be scored whole
+    monkeypatch.setattr(module, "CANDIDATE_FLOOR", floor)
+    monkeypatch.setattr(module, "SAMPLE_ROWS", 8)  # a weak threshold on this small corpus: the fallback runs too
+    rng = random.Random(floor)
+    documents = random_corpus(floor, docs=1500, vocabulary=150)
+    documents += [["w0", "w140"]] * 30 + [["w1", "w0", "w140"]] * 30  # many rows tied on the same score
+    bm25 = BM25(documents)
+    words = [f"w{i}" for i in range(160)]
+    for _ in range(120):
+        query = rng.choices(words, [1 / (i + 1) for i in range(160)], k=rng.randint(1, 7))
+        if rng.random() < 0.2:
+            query += ["w140", "w0"]
+        dense = bm25.score_all(query)
+        for n in (1, 5, 20, 100):
+            assert bm25.top(query, n) == BM25.best(dense, n)
+        rows = rng.sample(range(len(documents)), 50)
+        assert bm25.score_rows(query, rows).tolist() == dense[rows].tolist()
+    assert bm25.score_rows(["w0"], []).tolist() == [] and bm25.score_rows(["zzz"], [1, 2]).tolist() == [0.0, 0.0]

@@ -168,3 +168,13 @@ def test_an_identifier_competes_only_with_another_identifier():
     question = "What does error E1042 mean?"
     assert violations(question, "Checkout and Account Error Codes: Parcelly shows a short error code.") == []
     assert violations(question, "Error E2001 means the address could not be verified.")
+
+
+def test_a_remembered_check_gives_the_same_violations_and_a_list_of_its_own():
+    question = "How much does the monthly plan cost?"
+    answer = "The annual plan costs 100 dollars."
+    first = violations(question, answer, "Pricing\nThe annual plan costs 100 dollars.")
+    assert [v.stated for v in first] == ["annual plan"]
+    first.clear()  # the caller's list: the remembered result is not changed through it
+    again = violations(question, answer, "Pricing\nThe annual plan costs 100 dollars.")
+    assert [v.stated for v in again] == ["annual plan"] and again is not first

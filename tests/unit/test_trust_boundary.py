@@ -88,3 +88,57 @@ def test_the_graph_refuses_before_any_step_runs():
         graph.invoke({"question": "How many days do I have to return an item?"}, context={"max_retrieval_rounds": 3})
     with pytest.raises(SettingsError, match="base_url is an operator setting"):
         graph.invoke({"question": "How many days do I have to return an item?"}, context={"base_url": "http://x/v1"})
+
+
+def test_operator_settings_are_made_once_and_again_when_the_environment_changes(monkeypatch):
+    """The graph asks for the operator's settings at every step: the same object while no SELFCRAG_ variable
+    changed, new ones (read from the environment) as soon as one did, and a bad environment refused each time."""
+    from selfcrag.context import OperatorSettings
+
+    monkeypatch.setenv("SELFCRAG_K", "4")
+    operator = OperatorSettings({"cap_k": 9})
+    first = operator()
+    assert (first.k, first.cap_k) == (4, 9) and operator() is first
+    monkeypatch.setenv("SELFCRAG_K", "6")
+    assert operator().k == 6 and operator() is operator()
+    monkeypatch.setenv("SELFCRAG_K", "many")
+    for _ in range(2):
+        with pytest.raises(SettingsError, match=r"SELFCRAG_K='many'"):
+            operator()
+    monkeypatch.setenv("SELFCRAG_CAP_K", "2")  # what build_graph fixed wins over the environment
+    monkeypatch.setenv("SELFCRAG_K", "6")
+    assert operator().k == 6 and operator().cap_k == 9
+
+
+def test_a_resolved_context_is_remembered_and_a_refusal_is_not():
+    requested = Context(k=3, domain="medical")
+    settings = resolve(requested, OPERATOR)
+    assert resolve(requested, OPERATOR) is settings and settings == resolve(requested.model_dump(
+        exclude_unset=True), OPERATOR)
+    other = Context(index_dir="/srv/index", base_url="http://models.internal/v1", cap_k=2)  # equal but another
+    with pytest.raises(SettingsError, match="k=3 is above this deployment's cap of 2"):
+        resolve(requested, other)
+    refused = Context(index_dir="/etc")
+    for _ in range(2):
+        with pytest.raises(SettingsError, match="index_dir is an operator setting"):
+            resolve(refused, OPERATOR)
+
+
+def test_every_run_of_a_graph_is_refused_at_its_first_step_and_sees_the_environment_of_its_time(monkeypatch):
+    """Settings are resolved against the operator's with caches (context.py): a refused request is refused at the
+    first step of every run, not only the first run, and an operator change between runs reaches the next run."""
+    steps: list[str] = []
+    graph = build_graph(settings={"cap_retrieval_rounds": 2})
+    asked = Context(max_retrieval_rounds=3)
+    for _ in range(2):
+        with pytest.raises(SettingsError, match="max_retrieval_rounds=3 is above"):
+            for chunk in graph.stream({"question": "How many days do I have to return an item?"}, context=asked):
+                steps.extend(chunk)
+    assert steps == []  # not one step ran
+    monkeypatch.setenv("SELFCRAG_CAP_RETRIEVAL_ROUNDS", "1")  # build_graph's fixed 2 still wins over it
+    monkeypatch.setenv("SELFCRAG_CAP_K", "3")
+    with pytest.raises(SettingsError, match="k=4 is above this deployment's cap of 3"):
+        graph.invoke({"question": "How many days do I have to return an item?"}, context={"k": 4})
+    monkeypatch.delenv("SELFCRAG_CAP_K")
+    out = graph.invoke({"question": "How many days do I have to return an item?"}, context={"k": 4})
+    assert out["decision"]

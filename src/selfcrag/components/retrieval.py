@@ -135,8 +135,7 @@ class HybridIndex:
             return []
         depth = min(len(self.chunks), CANDIDATES_PER_K * settings.k)
         tokens = keyword_tokens(query)
-        bm25 = self._bm25.score_all(tokens)  # one array over the whole index, 0 where no term matches
-        ranked = self._bm25.best(bm25, depth)
+        ranked = self._bm25.top(tokens, depth)  # pruned: does not score every chunk of a large index
         lexical = {row for row, _ in ranked}
         if not reads(self.embedder, query):
             return self._top(self._keyword_scored(tokens, dict(ranked), lexical, settings), settings)
@@ -152,7 +151,7 @@ class HybridIndex:
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
-        keyword = bm25[candidates].tolist()
+        keyword = self._bm25.score_rows(tokens, candidates).tolist()
         best_bm25 = max(keyword, default=0.0)
         identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
 

@@ -248,11 +248,16 @@ def _aliases(context: str) -> set[frozenset[str]]:
 def violations(question: str, answer: str, context: str = "") -> list[Violation]:
     """The question's constraints the answer replaces with another value of the same kind in the same frame.
     `context` is the answer's passage and title, read for aliases only: the answer sentence is what must match."""
+    return list(_violations(question, answer, context))
+
+
+@lru_cache(maxsize=2048)  # a run checks the same sentence again: each generation round, then the answer grader
+def _violations(question: str, answer: str, context: str) -> tuple[Violation, ...]:
     q, a = _tokens(question), _tokens(answer)
-    q_sides = [(_side(q, i, -1), _side(q, i, 1)) for i in range(len(q))]
-    a_sides = [(_side(a, p, -1), _side(a, p, 1)) for p in range(len(a))]
+    q_sides, a_sides = _sides(question), _sides(answer)
     asked_words = [t for t in q if not t.function]
     aliases = _aliases(context) if context else set()
+    reused: dict[int, bool] = {}  # answer word p is a word the question uses (whichever word is asked)
     found: list[Violation] = []
     for i, asked in enumerate(q):
         if asked.function:
@@ -269,7 +274,9 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
             if same(asked, stated):
                 filled = max(filled, frame.strength)
                 continue
-            if any(same(stated, k) for k in asked_words) or frozenset((asked.key, stated.key)) in aliases:
+            if p not in reused:
+                reused[p] = any(same(stated, k) for k in asked_words)
+            if reused[p] or frozenset((asked.key, stated.key)) in aliases:
                 continue  # a word the question uses elsewhere (reordered), or another name of the same thing
             if (anywhere and not frame.sure) or (frame.strength < MIN_FRAME and not _exact(asked)):
                 continue
@@ -280,7 +287,14 @@ def violations(question: str, answer: str, context: str = "") -> list[Violation]
         # "helper T cell ... activates the B cell": the asked value elsewhere, in a looser frame, is not an answer.
         if best is not None and best[0] > filled:
             found.append(Violation(_kind(asked), _phrase(q, i), _phrase(a, best[1]), best[0]))
-    return found
+    return tuple(found)
+
+
+@lru_cache(maxsize=4096)  # a question's frames are read against every sentence, a sentence's on every check
+def _sides(text: str) -> tuple[tuple[_Side, _Side], ...]:
+    """Every token's (left, right) frame sides."""
+    seq = _tokens(text)
+    return tuple((_side(seq, i, -1), _side(seq, i, 1)) for i in range(len(seq)))
 
 
 def _competes(q: Sequence[Token], i: int, a: Sequence[Token], p: int, frame: _Frame) -> bool:
