@@ -37,7 +37,7 @@ from pydantic import Field
 
 from selfcrag.components.base import Turn
 from selfcrag.components.contextualize import carry_subject
-from selfcrag.components.offline_grading import coverage, question_terms
+from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import split_sentences
 
 # The reply schema's title -> the role (the pydantic models of components/llm/).

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from selfcrag.components.offline_grading import coverage, question_terms
+from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import split_sentences
 from support.openai_server import Reply, Request
 

@@ -9,15 +9,9 @@ from selfcrag.components.base import Passage, Strip
 from selfcrag.components.embeddings import default_embedder, reads
 from selfcrag.components.extractive import ExtractiveGenerator, key_terms
 from selfcrag.components.groundedness import OfflineGroundednessChecker
-from selfcrag.components.offline_grading import (
-    OfflineAnswerGrader,
-    OfflineRelevanceGrader,
-    answer_type,
-    coverage,
-    has_answer_type,
-    question_terms,
-)
+from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
 from selfcrag.components.rewrite import KeywordRewriter
+from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms
 from selfcrag.components.text import (
     STOPWORDS,
     approx_tokens,

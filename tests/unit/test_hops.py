@@ -10,7 +10,7 @@ from pathlib import Path
 from selfcrag import Components, Context, build_graph
 from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.offline_grading import key_terms
+from selfcrag.components.terms import key_terms
 from selfcrag.evaluation.signals import graph_signals
 from selfcrag.nodes.generate import whole_passages
 from selfcrag.quality.drafts import as_judged, snapshot

@@ -11,16 +11,10 @@ from selfcrag.components.base import Grade, Passage, Strip
 from selfcrag.components.embeddings import default_embedder
 from selfcrag.components.extractive import ExtractiveGenerator
 from selfcrag.components.groundedness import OfflineGroundednessChecker
-from selfcrag.components.offline_grading import (
-    OfflineAnswerGrader,
-    OfflineRelevanceGrader,
-    answer_type,
-    crag_action,
-    embed,
-    strip_citations,
-)
+from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action, embed
 from selfcrag.components.refine import StripRefiner
 from selfcrag.components.rewrite import KeywordRewriter
+from selfcrag.components.terms import answer_type, strip_citations
 from selfcrag.context import Context
 from selfcrag.quality.rules import rule_flags
 

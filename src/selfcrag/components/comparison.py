@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from selfcrag.components.base import Strip
-from selfcrag.components.offline_grading import coverage, fold, question_terms
+from selfcrag.components.terms import coverage, fold, question_terms
 from selfcrag.components.text import STOPWORDS, split_sentences, term, words
 from selfcrag.data_sections import read_sections
 from selfcrag.language import language_of

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from selfcrag.components.base import Rewrite, Turn
-from selfcrag.components.offline_grading import key_terms, question_terms
+from selfcrag.components.terms import key_terms, question_terms
 from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, term, words
 from selfcrag.data_sections import read_sections
 from selfcrag.language import has_cjk, language_of

@@ -16,16 +16,8 @@ from typing import TYPE_CHECKING
 from selfcrag.components import comparison
 from selfcrag.components.base import Citation, Draft, Embedder, Strip, Turn
 from selfcrag.components.embeddings import for_run
-from selfcrag.components.offline_grading import (
-    answer_type,
-    coverage,
-    embed,
-    has_answer_type,
-    key_terms,
-    question_terms,
-    similarity_or_stand_in,
-    strip_citations,
-)
+from selfcrag.components.offline_grading import embed, similarity_or_stand_in
+from selfcrag.components.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.components.text import STOPWORDS, split_sentences, term, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages

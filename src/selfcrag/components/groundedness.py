@@ -23,7 +23,8 @@ import numpy as np
 from selfcrag.components.base import Embedder, GroundednessCheck, Strip
 from selfcrag.components.comparison import is_verdict
 from selfcrag.components.embeddings import for_run, reads
-from selfcrag.components.offline_grading import embed, fold, strip_citations, terms_of
+from selfcrag.components.offline_grading import embed
+from selfcrag.components.terms import fold, strip_citations, terms_of
 from selfcrag.components.text import split_sentences, words
 from selfcrag.language import CJK, language_of
 from selfcrag.prompts import messages

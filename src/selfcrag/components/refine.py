@@ -12,7 +12,8 @@ import numpy as np
 
 from selfcrag.components.base import Embedder, Passage, Refinement, Strip
 from selfcrag.components.embeddings import for_run
-from selfcrag.components.offline_grading import coverage, embed, question_terms, similarity_or_stand_in
+from selfcrag.components.offline_grading import embed, similarity_or_stand_in
+from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import approx_tokens, split_sentences
 
 if TYPE_CHECKING:

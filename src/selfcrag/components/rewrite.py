@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Embedder, Rewrite, Strip, Turn
 from selfcrag.components.contextualize import carry_subject
-from selfcrag.components.offline_grading import join_pairs, question_terms
+from selfcrag.components.terms import join_pairs, question_terms
 from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, split_sentences, term, words
 from selfcrag.language import language_of
 from selfcrag.prompts import messages

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from selfcrag import routing
 from selfcrag.chat import close_run
 from selfcrag.components.backend import Components
-from selfcrag.components.offline_grading import coverage, join_pairs, question_terms
+from selfcrag.components.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
 from selfcrag.prompts import messages

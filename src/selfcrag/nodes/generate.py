@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.components.base import Draft, Passage, Strip
-from selfcrag.components.offline_grading import coverage, key_terms, strip_citations, terms_of
+from selfcrag.components.terms import coverage, key_terms, strip_citations, terms_of
 from selfcrag.components.text import STOPWORDS, term, words
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent

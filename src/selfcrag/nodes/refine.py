@@ -9,8 +9,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
-from selfcrag.components.offline_grading import terms_of
 from selfcrag.components.refine import accumulate
+from selfcrag.components.terms import terms_of
 from selfcrag.components.text import STOPWORDS, term, words
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.offline_grading import answer_type, coverage, has_answer_type, question_terms, strip_citations
+from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms, strip_citations
 from selfcrag.quality.constraints import same, tokens
 from selfcrag.quality.opposites import conflicts
 

@@ -20,7 +20,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from importlib import resources
 
-from selfcrag.components.offline_grading import strip_citations, terms_of
+from selfcrag.components.terms import strip_citations, terms_of
 from selfcrag.components.text import STOPWORDS, normalise, numbers, split_sentences, term, words
 
 SAME_TOPIC = 0.5  # share of the shorter sentence's content words the two must share to be about one thing

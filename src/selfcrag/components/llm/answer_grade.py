@@ -9,7 +9,8 @@ from pydantic import BaseModel
 
 from selfcrag.components.base import AnswerGrade
 from selfcrag.components.llm.structured import Score, ask
-from selfcrag.components.offline_grading import constraint_violations, coverage, question_terms, strip_citations
+from selfcrag.components.offline_grading import constraint_violations
+from selfcrag.components.terms import coverage, question_terms, strip_citations
 from selfcrag.language import language_of
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from selfcrag.components.base import Citation, Draft, Strip, Turn
 from selfcrag.components.llm.calls import MAX_TOKENS, call, reply_chars
 from selfcrag.components.llm.structured import text_of, usage_tokens
-from selfcrag.components.offline_grading import terms_of
+from selfcrag.components.terms import terms_of
 from selfcrag.components.text import split_sentences
 from selfcrag.language import language_of
 from selfcrag.prompts.generation import GenerationPrompt, generation_prompt

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from selfcrag.components.base import Passage, Refinement, Strip
 from selfcrag.components.llm.structured import Score, ask
-from selfcrag.components.offline_grading import coverage, question_terms
 from selfcrag.components.refine import MIN_STRIP_SCORE, RELATIVE_FLOOR, STRIP_SIM_WEIGHT
+from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import approx_tokens, split_sentences
 from selfcrag.prompts import grading as prompts
 
