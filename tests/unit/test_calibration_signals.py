@@ -87,3 +87,16 @@ def test_the_presets_file_keeps_the_domains_offsets(tmp_path):
     assert data["domains"]["general"]["overall"] == 0.55 and data["domains"]["medical"]["overall"] == 0.8
     assert data["chosen"]["caveat_band"] == 0.15 and data["chosen"]["by"] == "test" and data["about"] == "x"
     assert data["floor_rule"] == {"unanswerable_vs_plain": 0.5} and data["risk_shift"] == {"normal": 0.0}
+
+
+def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
+    from selfcrag.quality.calibration import Calibrator, unmeasured
+
+    failed = {**RUN, "trace": [*RUN["trace"], {"node": "grade_answer", "error": "TimeoutError", "violations": 0}]}
+    assert unmeasured(failed) == {"answer_relevance"}  # type: ignore[arg-type]
+    assert unmeasured(RUN) == frozenset()  # type: ignore[arg-type]
+    model = Calibrator(("answer_relevance", "retrieval_margin"), (0.8, 0.3), (0.2, 0.2), (1.0, 0.5), bias=0.0)
+    values = {"answer_relevance": 0.7, "retrieval_margin": 0.5}  # 0.7: the fail-open placeholder, below the mean
+    assert model.contributions(values)["answer_relevance"] == -0.5
+    assert model.contributions(values, unmeasured(failed))["answer_relevance"] == 0.0  # type: ignore[arg-type]
+    assert model.probability(values, frozenset({"answer_relevance"})) > model.probability(values)

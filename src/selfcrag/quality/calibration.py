@@ -190,6 +190,22 @@ BACKEND_NEUTRAL = ("retrieval_top", "retrieval_margin", "retrievers_agree", "dis
 QUESTION_WORDING = ("evidence_coverage", "answer_coverage", "answer_term_coverage")
 
 
+# Features a grader's score supplies, by the node that grades. When that node's last step ran on a model fault the
+# grader's placeholder score (a fail-open default) measures nothing: the calibrator then gives the feature no push
+# either way (its standardised value is 0, the fitted mean), so a fault neither sinks nor lifts the confidence.
+GRADED_BY = {"answer_relevance": "grade_answer", "groundedness": "check_hallucination",
+             "unsupported": "check_hallucination", "grade_top": "grade_documents",
+             "grade_correct_share": "grade_documents", "grade_margin": "grade_documents"}
+
+
+def unmeasured(state: State) -> frozenset[str]:
+    """The features whose grader failed in this run (see GRADED_BY)."""
+    last: dict[str, dict[str, Any]] = {}
+    for step in state.get("trace") or []:
+        last[str(step.get("node"))] = dict(step)
+    return frozenset(name for name, node in GRADED_BY.items() if last.get(node, {}).get("error"))
+
+
 def features(state: State, draft: str, contradicted: bool = False) -> dict[str, float]:
     """Every candidate feature of a finished run whose shown answer would be `draft`."""
     run = Run(state, strip_citations(draft), contradicted)
@@ -207,16 +223,18 @@ class Calibrator:
     bias: float
     source: str = ""  # the file it came from
 
-    def standardised(self, values: dict[str, float]) -> list[float]:
-        return [(values[n] - m) / s for n, m, s in zip(self.features, self.mean, self.scale, strict=True)]
+    def standardised(self, values: dict[str, float], unmeasured: frozenset[str] = frozenset()) -> list[float]:
+        return [0.0 if n in unmeasured else (values[n] - m) / s
+                for n, m, s in zip(self.features, self.mean, self.scale, strict=True)]  # fmt: skip
 
-    def contributions(self, values: dict[str, float]) -> dict[str, float]:
-        """Each feature's push on the log-odds (weight x standardised value): negative pulls p down."""
-        return {n: round(w * z, 4) for n, w, z in zip(self.features, self.weights, self.standardised(values),
-                                                       strict=True)}
+    def contributions(self, values: dict[str, float], unmeasured: frozenset[str] = frozenset()) -> dict[str, float]:
+        """Each feature's push on the log-odds (weight x standardised value): negative pulls p down; none for a
+        feature whose grader failed (`unmeasured`)."""
+        return {n: round(w * z, 4) for n, w, z in zip(self.features, self.weights,
+                                                       self.standardised(values, unmeasured), strict=True)}
 
-    def probability(self, values: dict[str, float]) -> float:
-        return sigmoid(self.bias + sum(self.contributions(values).values()))
+    def probability(self, values: dict[str, float], unmeasured: frozenset[str] = frozenset()) -> float:
+        return sigmoid(self.bias + sum(self.contributions(values, unmeasured).values()))
 
 
 def sigmoid(x: float) -> float:

@@ -11,7 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.quality.calibration import CalibrationError, Calibrator, features, for_settings, load, shipped
+from selfcrag.quality.calibration import (
+    CalibrationError,
+    Calibrator,
+    features,
+    for_settings,
+    load,
+    shipped,
+    sigmoid,
+    unmeasured,
+)
 from selfcrag.state import Scores, State
 
 if TYPE_CHECKING:
@@ -57,8 +66,8 @@ def confidence(state: State, draft: str, contradicted: bool, settings: Context) 
     can be right, so 0."""
     model, fault = calibrator(settings)
     values = features(state, draft, contradicted)
-    pushes = model.contributions(values)
-    value = round(model.probability(values), 4) if draft else 0.0
+    pushes = model.contributions(values, unmeasured(state))  # a failed grader's placeholder pushes nothing
+    value = round(sigmoid(model.bias + sum(pushes.values())), 4) if draft else 0.0
     down = [name for name, push in sorted(pushes.items(), key=lambda item: item[1]) if push < 0][:DOWN]
     summary = f"confidence {value:.2f} (probability the answer is right)"
     if not draft:
