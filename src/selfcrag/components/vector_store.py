@@ -203,9 +203,8 @@ def embed_index(
             got[rows] = batch
             done += len(rows)
             if not callable(contextual) and (done - reported >= PROGRESS_TEXTS or done == len(alone)):
-                reported = done  # (after the chunks' passes, the few texts embedded alone are not counted)
-                progress(done, len(alone))
-        progress(1, 1)
+                reported = done  # (after the chunks' passes, which report the slice, the texts embedded alone are
+                progress(done, len(alone))  # few: the tails of chunks past the model's cut)
         found.update(zip(alone, got, strict=True))
         if not found:
             continue
