@@ -5,8 +5,9 @@ content words (catches a passage that is on-topic but lacks the one term the que
 error code or a place). For a question in a language the embedder cannot read (Chinese for the local MiniLM),
 the similarity is noise and `topic_signal` stands in for it. The shared embedding cache here (`embed`, the
 stored vectors first) is reused by the refiner, the extractive generator and the groundedness checker; what a
-question asks for and what a text covers lives in `components/terms.py`. Constants were picked on the SQuAD 2.0 dev sample, HaluEval and the bundled
-sample questions (benchmarks/offline_components_check.py, benchmarks/bilingual_sample.py).
+question asks for and what a text covers lives in `components/terms.py`. Constants were picked on the SQuAD 2.0
+dev sample, HaluEval and the bundled sample questions (benchmarks/offline_components_check.py,
+benchmarks/bilingual_sample.py).
 """
 
 from __future__ import annotations
