@@ -8,8 +8,10 @@ Two source domains, so the fit is not one dataset's habits:
 - SQuAD 2.0: the dev sample (200 questions) and N answerable + N unanswerable other questions of its 8 articles,
   on those articles' paragraphs. The 200 questions `eval_datasets.py squad-allowed` measures on (its default draw,
   100 + 100 with seed 0) are left out, so that set stays out of sample. Grouped by article.
-- HaluEval: its 500 multi-hop questions on their own knowledge passages. Each question is its own group (its
-  passage serves no other question).
+- HaluEval: its 500 multi-hop questions over the `halueval-split` corpus of eval_datasets.py (each knowledge text
+  cut back into its source paragraphs, so the second hop has to be retrieved, as in multi-hop use; the glued
+  corpus also reads "century.First" as one token, which leaves ~40% of its questions without any draft). Each
+  question is its own group.
 
 Every question runs through the offline graph (`selfcrag calibrate`'s runner), and plain RAG for the floor rule.
 Features are chosen greedily by grouped cross-validation over both sources together, among all candidates but
@@ -38,7 +40,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_datasets import DEFAULT_DATASETS, RESULTS, ROOT, index_dir, load_jsonl, squad_split, with_text  # noqa: E402
+from eval_datasets import (  # noqa: E402
+    DEFAULT_DATASETS,
+    RESULTS,
+    ROOT,
+    halueval_split,
+    index_dir,
+    load_jsonl,
+    squad_split,
+    with_text,
+)
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
 PRESETS = ROOT / "src" / "selfcrag" / "data" / "presets.json"
@@ -66,7 +77,7 @@ def squad_questions(folder: Path, per_class: int, seed: int, work: Path) -> tupl
 
 def halueval_questions(folder: Path, work: Path) -> tuple[list[dict[str, Any]], Path]:
     questions = [{**q, "context_title": f"halueval:{q['id']}"} for q in load_jsonl(folder / "qa_500.jsonl")]
-    return questions, with_text(folder / "qa_500_corpus.jsonl", work)
+    return questions, halueval_split(with_text(folder / "qa_500_corpus.jsonl", work), work)
 
 
 def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path) -> list[dict[str, Any]]:
@@ -140,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     wording = " --with-question-wording" if args.with_question_wording else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
-               "HaluEval 500)")
+               "HaluEval 500 over its split corpus)")
     origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
     write(args.out, fitted, origin)
     rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}
