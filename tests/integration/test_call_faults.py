@@ -119,8 +119,10 @@ def test_a_tavily_server_that_never_answers_ends_the_web_step_at_its_deadline():
                 (step,) = update["web_search"]["trace"]
         assert len(tavily.received) == web.searches == 1  # one search a run, and no retry of a timed-out one
     assert step["decision"] == "unavailable"
-    # The step's own deadline ended the search (the client alone waits up to 60 s a read): the error names it.
-    assert "TotalTimeoutError" in step["reason"] and "within 1 s" in step["reason"]
+    # The step's 1 s deadline ended the search (the client alone waits up to 60 s a read): either our wait gave up
+    # (TotalTimeoutError, "within 1 s") or, in the same instant on a loaded machine, the client's own read timeout,
+    # which the step sets to the time left; both are a TimeoutError at the deadline.
+    assert "TimeoutError" in step["reason"]
 
 
 # --- retries and counts --------------------------------------------------------------------------------------------
