@@ -138,7 +138,7 @@ def build_graph(
     graph.add_edge("speculate", "adopt_draft")  # grading routes there too: the two meet
     branch("adopt_draft", routing.after_adopt, [*routing.CHECKS, "refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
-    branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "finalize"])
+    branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "generate", "finalize"])
     branch("web_search", routing.after_web_search, ["generate", "rewrite_query", "finalize"])
     branch("generate", routing.after_generate, [*routing.CHECKS, "rewrite_query", "finalize"])
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks

@@ -58,9 +58,15 @@ def after_retrieve(state: State, settings: Context) -> str:
     if question_unreadable(state):
         return "finalize"
     if nothing_new(state):
-        unused = state.get("knowledge") and not state.get("answer") and not state.get("generations")
-        return "generate" if unused else "finalize"
+        return "generate" if unused_evidence(state) else "finalize"
     return "grade_documents"
+
+
+def unused_evidence(state: State) -> bool:
+    """The run holds evidence no draft was written from: it was too weak to generate from while corrections
+    remained. When the correction ends early it is generated from, as it would have been once the rounds ran
+    out, rather than finalising with nothing."""
+    return bool(state.get("knowledge")) and not state.get("answer") and not state.get("generations")
 
 
 def after_grading(state: State, settings: Context) -> str:
@@ -114,10 +120,12 @@ def adds_no_terms(state: State) -> bool:
 
 def after_rewrite(state: State, settings: Context) -> str:
     """A knowledge-base rewrite retrieves again only when it can find something new (`rewrite_query` traces
-    why not)."""
+    why not); when it cannot, the correction ends on the evidence the run has (see `unused_evidence`)."""
     if rewrite_for_web(state):
         return "web_search"
-    return "finalize" if repeats_a_query(state) or adds_no_terms(state) else "retrieve"
+    if repeats_a_query(state) or adds_no_terms(state):
+        return "generate" if unused_evidence(state) else "finalize"
+    return "retrieve"
 
 
 def after_web_search(state: State, settings: Context) -> str:

@@ -67,6 +67,11 @@ def test_after_refine(kw, expected):
         # The very terms of a query tried (stop words, order and case aside): the same passages, evidence or not.
         ({"query": "ship antarctica", "queries": ["Do you ship to Antarctica?"], "evidence": [STRIP]}, "finalize"),
         ({"query": "ship antarctica penguins", "queries": ["Do you ship to Antarctica?"]}, "retrieve"),  # a new term
+        # Nothing new to retrieve, and evidence too weak to have been drafted from: draft from it now ...
+        ({"query": "ship antarctica", "queries": ["ship antarctica"], "knowledge": [STRIP], "generations": 0},
+         "generate"),
+        # ... but a run that drafted already keeps its draft or abstention.
+        ({"query": "ship antarctica", "queries": ["ship antarctica"], "knowledge": [STRIP]}, "finalize"),
     ],
 )
 def test_after_rewrite(kw, expected):
