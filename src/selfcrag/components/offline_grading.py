@@ -26,8 +26,8 @@ from selfcrag.components.text import split_sentences
 from selfcrag.components.vector_store import lookup
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
-from selfcrag.quality.constraints import violations
-from selfcrag.quality.opposites import conflicts
+from selfcrag.quality.constraints import Violation, violations
+from selfcrag.quality.opposites import Conflict, conflicts
 from selfcrag.quality.rules import is_identifier
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ class OfflineAnswerGrader:
         if found:
             score *= CONFLICT_FACTOR
             missing += [messages.conflict(c.kind, c.asked, c.stated, language) for c in found]
-        swapped = violations(question, text)
+        swapped = constraint_violations(question, text, found)
         if swapped:
             score *= CONSTRAINT_FACTOR
             missing += [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
@@ -264,3 +264,10 @@ class OfflineAnswerGrader:
         useful = score >= settings.thresholds().answer_relevance and not swapped
         return AnswerGrade(score=round(score, 4), useful=useful, missing=messages.separate(missing, language),
                            reason=reason, violations=len(swapped), term_coverage=round(covered, 4))
+
+
+def constraint_violations(question: str, answer: str, found: list[Conflict] | None = None) -> list[Violation]:
+    """The answer's constraint violations (quality.constraints), less another number where quality.opposites
+    already found one (`found`): "nineteen" answered by "nine" is one finding, not two."""
+    numbered = any(c.kind == "number" for c in found or [])
+    return [v for v in violations(question, answer) if not (numbered and v.kind == "number")]

@@ -1,10 +1,10 @@
 """Does the answer speak of the opposite of what the question asks?
 
 A question can look answered by a sentence that says the reverse: "what is the least ..." over a sentence on
-"the most ...", "unconnected graphs" over "connected graphs", "what is not ..." over an affirmative sentence.
-Such a sentence shares nearly every word with the question and sits close to it in embedding space, so it passes
-every similarity check while answering another question (this is how SQuAD 2.0 writes many of its unanswerable
-questions). These exact checks run beside the similarity, in
+"the most ...", "unconnected graphs" over "connected graphs", "nineteen nations" over "nine nations", "what is
+not ..." over an affirmative sentence. Such a sentence shares nearly every word with the question and sits
+close to it in embedding space, so it passes every similarity check while answering another question (this is
+how SQuAD 2.0 writes many of its unanswerable questions). These exact checks run beside the similarity, in
 English and Chinese. Each finding names what the question asks and what the answer says instead.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from selfcrag.components.text import split_sentences, term, words
+from selfcrag.components.text import numbers, split_sentences, term, words
 
 # Pairs of opposites from general English and Chinese usage; a few were added after reading misses on the SQuAD
 # tuning articles, none from the articles reserved for acceptance. Left out: words that answers often mention side
@@ -99,25 +99,24 @@ _DETERMINERS = frozenset({"a", "an", "the", "my", "your", "our", "his", "her", "
                           "those", "any", "each", "every", "some"})
 _WHETHER_OR_NOT = re.compile(r"\bor not\b", re.I)  # "whether or not" asks both ways
 _NON = re.compile(r"\bnon-?\s?([a-z]{3,})", re.I)  # "non-English", "non-self", "nonprofit"
+# Counts below three are as often words of the sentence as quantities ("one of", "the two sides").
+_MIN_COUNT = 3
 
-Kind = Literal["negation", "opposite"]
+Kind = Literal["negation", "opposite", "number"]
 
 
 @dataclass(frozen=True)
 class Conflict:
     kind: Kind
-    asked: str  # as the question says it ("least", "unconnected", "not")
-    stated: str  # as the answer says it instead ("most", "connected"); empty for a negation
+    asked: str  # as the question says it ("least", "nineteen", "not")
+    stated: str  # as the answer says it instead ("most", "nine"); empty for a negation
 
 
 def conflicts(question: str, answer: str) -> list[Conflict]:
-    """What the answer says instead of what the question asks: a negated question answered affirmatively, or an
-    opposite (most/least, connected/unconnected). Another number than the one asked is quality.constraints'
-    finding, where the asked number is aligned with the answer's by the word it counts ("nineteen nations" /
-    "nine nations"): a number the answer merely lacks is as often about the bridge of a multi-hop question ("the
-    32nd Attorney General of where?") as about another thing. On the tuning questions, unaligned number
-    conflicts marked right answers as often as wrong ones."""
-    return _negation(question, answer) + _opposite_words(question, answer) + _prefix_negations(question, answer)
+    """What the answer says instead of what the question asks: a negated question answered affirmatively,
+    an opposite (most/least, connected/unconnected), or another number."""
+    return (_negation(question, answer) + _opposite_words(question, answer) + _prefix_negations(question, answer)
+            + _other_numbers(question, answer))
 
 
 def _negation(question: str, answer: str) -> list[Conflict]:
@@ -207,3 +206,31 @@ def _prefix_negations(question: str, answer: str) -> list[Conflict]:
             if len(word) >= _MIN_STEM and prefix + word in said and prefix + word not in asked:
                 return [Conflict("opposite", word, prefix + word)]
     return []
+
+
+_ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)\b", re.I)
+
+
+def _kinds(text: str) -> dict[float, str]:
+    """Each number of the text and what it counts: a rank ("32nd"), a year (1000-2100, whole), or an amount.
+    Numbers of different kinds say nothing about each other: "the 32nd Attorney General" is not contradicted
+    by "in 2016", nor "number six on the chart" by "(1992)"."""
+    ranks = {float(m.group(1)) for m in _ORDINAL.finditer(text)}
+    return {n: "rank" if n in ranks else "year" if n.is_integer() and 1000 <= n <= 2100 else "amount"
+            for n in numbers(text)}
+
+
+def _other_numbers(question: str, answer: str) -> list[Conflict]:
+    """The question states a count, rank or year the answer does not, and the answer states a different one of
+    the same kind."""
+    asked, said = _kinds(question), _kinds(answer)
+    missing = sorted(n for n in asked.keys() - said.keys() if n >= _MIN_COUNT)
+    instead = sorted(said.keys() - asked.keys())
+    for wanted in missing:
+        if other := next((n for n in instead if said[n] == asked[wanted]), None):
+            return [Conflict("number", _shown(wanted), _shown(other))]
+    return []
+
+
+def _shown(value: float) -> str:
+    return str(int(value)) if value.is_integer() else str(value)

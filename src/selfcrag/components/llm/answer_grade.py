@@ -9,11 +9,11 @@ from pydantic import BaseModel
 
 from selfcrag.components.base import AnswerGrade
 from selfcrag.components.llm.structured import Score, ask
+from selfcrag.components.offline_grading import constraint_violations
 from selfcrag.components.terms import coverage, question_terms, strip_citations
 from selfcrag.language import language_of
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
-from selfcrag.quality.constraints import violations
 
 if TYPE_CHECKING:
     from selfcrag.components.llm.models import ChatModels
@@ -40,7 +40,7 @@ class LLMAnswerGrader:
             return AnswerGrade(score=0.0, useful=False, missing="no answer", reason="empty answer")
         # The offline constraint check runs on the model's answer too, as a rule finding: both backends share it,
         # and it holds when the model misses the swap or fails.
-        swapped = violations(question, text)
+        swapped = constraint_violations(question, text)
         signals: dict[str, Any] = {"violations": len(swapped),
                                    "term_coverage": round(coverage(question_terms(question), text)[0], 4)}
         reply = ask(self.models, self.models.grader(settings), AnswerVerdict,
