@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from selfcrag.evaluation.calibrate import (
         choose_floor,
         fit,
+        floor_keeps,
         provenance,
         rows_of,
         source_table,
@@ -141,12 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.records:
             args.records.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows = rows_of(records)
+    rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}
+    ratio = float(rule.get("unanswerable_vs_plain", UNANSWERABLE_VS_PLAIN))
+    plain_answered = sum(1 for r in records if r["system"] == "plain" and r["is_impossible"] and r["answered"])
+    # A feature is taken only if the floor chosen below then withholds no more right answers (`select`).
+    keeps = floor_keeps(plain_answered, ratio)
     # Not the question-wording features unless asked: the tuning questions were written from their passages.
     left_out = () if args.with_question_wording else QUESTION_WORDING
-    fitted = fit(rows, [name for name in FEATURES if name not in left_out])
+    fitted = fit(rows, [name for name in FEATURES if name not in left_out], keeps=keeps)
     # What a fit can do from the backend-neutral features alone: the best the shipped file can hope for on the
     # model backend, whose graders score differently, before a user fits their own.
-    neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out])
+    neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out], keeps=keeps)
     files = [work / f"{name}.jsonl" for name in sources] + [squad_corpus, halueval_corpus]
     wording = " --with-question-wording" if args.with_question_wording else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
@@ -154,10 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                "HaluEval 500 over its split corpus)")
     origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
     write(args.out, fitted, origin)
-    rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}
-    plain_answered = sum(1 for r in records if r["system"] == "plain" and r["is_impossible"] and r["answered"])
-    band = choose_floor(fitted["out_of_fold"], rows, plain_answered,
-                        float(rule.get("unanswerable_vs_plain", UNANSWERABLE_VS_PLAIN)), Context().caveat_band)
+    band = choose_floor(fitted["out_of_fold"], rows, plain_answered, ratio, Context().caveat_band)
     write_presets(args.presets, band, f"{command}; git {origin['git_commit'] or '?'}, {origin['date']}")
     cpu = round(time.process_time() - started, 1)
     print(table(fitted))

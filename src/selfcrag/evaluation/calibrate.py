@@ -18,7 +18,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,35 +135,51 @@ def monotone(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L
     return all(FEATURES[n][0] * w >= 0 for n, w in zip(names, weights, strict=True))
 
 
-def select(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2) -> list[str]:
+# How many right drafts the abstain floor a rule picks from these probabilities still shows (see `floor_keeps`).
+Keeps = Callable[[Sequence[float], Sequence[dict[str, Any]]], float]
+
+
+def select(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2,
+           keeps: Keeps | None = None) -> list[str]:
     """Forward selection on grouped-CV log-loss over the drafted rows: add the feature that lowers it most, while
     it saves enough per question (MIN_GAIN) and every weight keeps its direction (a feature that only helps
-    with a reversed sign is fitting the other features' overlap, which a new domain will not share)."""
+    with a reversed sign is fitting the other features' overlap, which a new domain will not share). With
+    `keeps`, a feature must also not make the abstain floor withhold more right answers: a lower log-loss can
+    come from pushing already-withheld answers further down while the unanswerable ones that set the floor rise
+    relative to the right ones, and the probability exists to decide."""
     drafted = [r for r in rows if r["drafted"]]
     y = np.array([r["label"] for r in drafted], dtype=float)
     chosen: list[str] = []
     best, needed = log_loss(np.full(len(y), y.mean()), y), max(MIN_GAIN, 1 / len(y))
+    kept = 0.0
     while len(chosen) < MAX_FEATURES:
-        trials = {n: log_loss(out_of_fold(drafted, [*chosen, n], l2), y) for n in candidates
-                  if n not in chosen and monotone(drafted, [*chosen, n], l2)}
+        trials: dict[str, tuple[float, float]] = {}
+        for name in candidates:
+            if name in chosen or not monotone(drafted, [*chosen, name], l2):
+                continue
+            p = out_of_fold(drafted, [*chosen, name], l2)
+            share = keeps(p, drafted) if keeps else 0.0
+            if not chosen or share >= kept:
+                trials[name] = (log_loss(p, y), share)
         if not trials:
             break
-        name, loss = min(trials.items(), key=lambda item: item[1])
+        name, (loss, share) = min(trials.items(), key=lambda item: item[1][0])
         if best - loss < needed:
             break
-        chosen, best = [*chosen, name], loss
+        chosen, best, kept = [*chosen, name], loss, share
     return chosen
 
 
-def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2) -> dict[str, Any]:
-    """The calibration file's model and cross-validation sections, from labelled rows."""
+def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L2,
+        keeps: Keeps | None = None) -> dict[str, Any]:
+    """The calibration file's model and cross-validation sections, from labelled rows (`keeps`: see `select`)."""
     drafted = [r for r in rows if r["drafted"]]
     labels = {bool(r["label"]) for r in drafted}
     if len(drafted) < MIN_QUESTIONS or len(labels) < 2:
         raise CalibrationDataError(f"need at least {MIN_QUESTIONS} questions with a draft, some answered right and "
                                    f"some wrong; got {len(drafted)} drafts, "
                                    f"{sum(1 for r in drafted if r['label'])} right")
-    names = select(rows, candidates, l2) or [candidates[0]]
+    names = select(rows, candidates, l2, keeps) or [candidates[0]]
     x = matrix(drafted, names)
     mean, scale = standardise(x)
     weights, bias = fit_logistic((x - mean) / scale, np.array([r["label"] for r in drafted], dtype=float), l2)
@@ -323,6 +339,16 @@ def choose_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], pl
             "rule": f"abstain below the lowest confidence at which the graph answers at most {ratio:g}x as many "
                     "unanswerable tuning questions as plain RAG (cross-validated probabilities); the caveat band "
                     "above it"}
+
+def floor_keeps(plain_answered: int, ratio: float) -> Keeps:
+    """The share of right drafts still shown at the floor `choose_floor` would pick (for `select`)."""
+
+    def keeps(confidence: Sequence[float], rows: Sequence[dict[str, Any]]) -> float:
+        floor = choose_floor(confidence, rows, plain_answered, ratio, 0.0)["floor"]
+        return kept_right(confidence, rows, floor)
+
+    return keeps
+
 
 def write_presets(path: Path, band: dict[str, Any], origin: str) -> None:
     """Set the general domain's minimum confidence (floor + caveat band) in a presets file, with how it was chosen;
