@@ -128,3 +128,22 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path, content, fault):
     with pytest.raises(SettingsError, match="calibration") as refused:  # refused when the settings are made
         Context(calibration=str(path))
     assert "\n" not in str(refused.value)
+
+
+def test_a_feature_that_makes_the_floor_withhold_more_right_answers_is_not_taken():
+    made = rows()
+    assert len(fitting.fit(made, list(FEATURES))["model"]["features"]) >= 2
+
+    def keeps(confidence, drafted):  # stands in for floor_keeps: here sharper probabilities withhold more
+        return -float(np.std(confidence))
+
+    # The first feature is taken on log-loss alone; every later one must keep at least as many right answers.
+    assert len(fitting.fit(made, list(FEATURES), keeps=keeps)["model"]["features"]) == 1
+
+
+def test_floor_keeps_reads_the_share_of_right_drafts_shown_at_the_chosen_floor():
+    made = [{"drafted": True, "label": right, "impossible": impossible, "source": "s"}
+            for right, impossible in [(True, False)] * 4 + [(False, True)] * 4]
+    confidence = [0.9, 0.8, 0.4, 0.2, 0.7, 0.3, 0.1, 0.05]
+    # plain answered all 4 unanswerable: at most 1 may be shown, so the floor is 0.31 and 3 of 4 right drafts stay
+    assert fitting.floor_keeps(4, 0.25)(confidence, made) == 0.75
