@@ -10,9 +10,7 @@ from pathlib import Path
 from selfcrag import Components, Context, build_graph
 from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.terms import key_terms
 from selfcrag.evaluation.signals import graph_signals
-from selfcrag.nodes.generate import whole_passages
 from selfcrag.quality.drafts import as_judged, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,29 +28,6 @@ def strip(chunk: str, text: str, score: float) -> dict:
 
 FIRST = "Harbour Nights is a 1951 drama film. It starred Lena Marsh as the keeper."
 SECOND = "Lena Marsh (1920-1990) was an English actress. She later served as Mayor of Penzance."
-
-
-def test_whole_passages_are_the_relevant_ones_scored_as_their_best_strip():
-    state = {"question": "Who starred in Harbour Nights?", "sources": [passage("a#0", FIRST)],
-             "evidence": [strip("a#0", "Harbour Nights is a 1951 drama film.", 0.7)],
-             "knowledge": [strip("a#0", "Harbour Nights is a 1951 drama film.", 0.7)]}
-    whole = whole_passages(state)
-    assert [(s["id"], s["text"], s["score"]) for s in whole] == [("a#0", FIRST, 0.7)]
-    state["knowledge"] = whole  # nothing more to read than the knowledge already holds
-    assert whole_passages(state) == []
-
-
-def test_a_set_aside_passage_joins_only_when_it_names_a_key_term_the_relevant_ones_lack():
-    question = "Which office did Lena Marsh of Harbour Nights hold?"
-    assert "lena" in key_terms(question).values()
-    state = {"question": "Which office did the star of Harbour Nights hold?", "sources": [passage("a#0", FIRST)],
-             "set_aside": [passage("b#0", SECOND, 0.3)], "evidence": [], "knowledge": []}
-    assert [s["id"] for s in whole_passages(state)] == ["a#0"]  # the relevant passage names every key term
-    state["question"] = "Which office did the Cornwall star of Harbour Nights hold?"
-    assert [s["id"] for s in whole_passages(state)] == ["a#0"]  # "Cornwall" is in no passage: nothing to add
-    state["sources"] = [passage("a#0", "Harbour Nights is a 1951 drama film shot in Cornwall.")]
-    state["question"] = "Which office did Lena Marsh of Harbour Nights hold?"
-    assert [s["id"] for s in whole_passages(state)] == ["a#0", "b#0"]  # b#0 is the passage on Lena Marsh
 
 
 class TwoHops:
@@ -93,9 +68,9 @@ class TwoHops:
         return Rewrite(query=f"{query} hop{self.seen['rewrite']}", reason="next hop")
 
 
-def graph_of(fake):
-    parts = Components(relevance=fake, refiner=fake, generator=fake, groundedness=fake, answer_grader=fake,
-                       rewriter=fake, web=fake, retriever=fake)
+def graph_of(fake, generator=None):
+    parts = Components(relevance=fake, refiner=fake, generator=generator or fake, groundedness=fake,
+                       answer_grader=fake, rewriter=fake, web=fake, retriever=fake)
     return build_graph(parts)
 
 
@@ -226,7 +201,8 @@ def test_generate_extends_a_draft_with_the_passage_naming_its_bridge(monkeypatch
     fake.rounds = [[passage("a#0", SERIES), passage("b#0", SHOW)]]
     fake.retrieve = lambda query, settings: fake.rounds[0]
     question = 'Human Error" is the season finale of the third season of a show that aired on what network?'
-    result = graph_of(fake).invoke({"question": question}, context=Context(max_retrieval_rounds=1))
+    # The extractive generator itself: only an answer of quoted sentences is extended (drafting.quotes_evidence).
+    result = graph_of(fake, fake.generator).invoke({"question": question}, context=Context(max_retrieval_rounds=1))
     step = next(s for s in result["trace"] if s["node"] == "generate")
     assert step["second_hop"] and "naming the bridge" in step["reason"]
     assert "Fox network" in result["answer"] or "Fox network" in result["trace"][-1]["draft"]

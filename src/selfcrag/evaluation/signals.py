@@ -61,8 +61,9 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
                               for step in _steps(trace, "finalize")),
         "generations": len(_steps(trace, "generate")),
         "drafts": sum(1 for step in _steps(trace, "generate") if step.get("decision") == "draft"),
-        # Drafts written after the strips alone could not answer (generation read whole passages: nodes/generate.py),
-        # the grounded drafts finalize chose from, and the round of the one it showed (quality/drafts.py).
+        # Drafts written after the strips alone could not answer (generation read whole passages:
+        # components/drafting.py), the grounded drafts finalize chose from, and the round of the one it showed
+        # (quality/drafts.py).
         "whole_passage_drafts": sum(1 for step in _steps(trace, "generate") if step.get("whole_passages")),
         "drafts_kept": len(closing.get("drafts") or []),
         "shown_draft_round": next((d["round"] for d in closing.get("drafts") or [] if d.get("shown")), 0),
