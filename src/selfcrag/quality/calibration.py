@@ -109,14 +109,6 @@ def _retrievers_agree(run: Run) -> float:
     return 0.0
 
 
-def _answer_retrieval(run: Run) -> float:
-    """The best score any round's retrieval gave the chunk the answer rests on. The first round's scores judge
-    the first hop; a multi-hop answer rests on a passage a later, bridged query found, and this scores that."""
-    chunk = _answer_chunk(run)
-    return max((float(p["score"]) for step in run.steps("retrieve") for p in step.get("passages") or []
-                if p.get("id") == chunk), default=0.0)  # fmt: skip
-
-
 def _names_found(run: Run) -> float:
     """Share of the names the question uses (capitalised words, numbers) that the cited evidence (its titles
     and text) also holds: evidence about another person, year or product misses them. 1 when it names none."""
@@ -172,7 +164,6 @@ FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
     "contradiction": (-1, lambda r: float(r.contradicted)),
     "sources": (+1, lambda r: float(len({s["doc_id"] for s in r.state.get("knowledge") or []}))),
     "retrievers_agree": (+1, _retrievers_agree),  # vector and keyword search both rank the answer's chunk high
-    "answer_retrieval": (+1, _answer_retrieval),  # how strongly a retrieval found the answer's chunk
     "names_found": (+1, _names_found),  # the cited evidence is about what the question names
     "grade_margin": (+1, _grade_margin),  # best minus second relevance grade: one clearly relevant passage
     # Distinct documents among the first round's passages: evidence scattered over many is less often one answer.
@@ -187,9 +178,9 @@ FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
 # Features computed by the same code whichever backend grades: retrieval, and pure text checks of the question, the
 # answer and the evidence. The rest read a grader's scores or the loops they drive, which a chat model's graders
 # distribute differently; a fit on these alone says how far the shipped file can carry to the model backend.
-BACKEND_NEUTRAL = ("retrieval_top", "retrieval_margin", "retrievers_agree", "answer_retrieval", "distinct_documents",
-                   "evidence_coverage", "answer_coverage", "answer_type", "opposite", "contradiction", "names_found",
-                   "answer_term_coverage", "constraint_violations")
+BACKEND_NEUTRAL = ("retrieval_top", "retrieval_margin", "retrievers_agree", "distinct_documents", "evidence_coverage",
+                   "answer_coverage", "answer_type", "opposite", "contradiction", "names_found", "answer_term_coverage",
+                   "constraint_violations")
 
 # Features that count the question's own words in the evidence or the answer. The tuning sets' questions were written
 # by people reading the passage (SQuAD; HaluEval from HotpotQA), so their wording follows it far more than a user's
