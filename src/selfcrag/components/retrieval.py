@@ -30,7 +30,7 @@ from selfcrag.components.documents import Chunk, IngestError, SourceDocument, ch
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
-from selfcrag.components.vector_store import TextVectors, embed_index, publish
+from selfcrag.components.vector_store import TextVectors, embed_index
 from selfcrag.components.vector_store import key as text_key
 
 if TYPE_CHECKING:
@@ -94,10 +94,8 @@ class HybridIndex:
         self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
 
     def attach(self, store: TextVectors | None) -> HybridIndex:
-        """Serve `store`'s vectors to the offline components while this index lives."""
+        """Keep `store` with this index: the offline components of a run searching this index read it."""
         self.text_vectors = store
-        if store is not None:
-            publish(store)
         return self
 
     def __len__(self) -> int:
