@@ -103,7 +103,7 @@ def test_a_decline_on_the_strips_reads_the_passages_whole(monkeypatch):
     import selfcrag.components.extractive as extractive
 
     monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.9)  # no embedder in a unit test
-    monkeypatch.setattr(extractive, "embed", lambda embedder, texts, stored=None: __import__("numpy").ones((len(texts), 2)))
+    monkeypatch.setattr(extractive, "embed", lambda *args: __import__("numpy").ones((len(args[1]), 2)))
     fake = TwoHops([passage("a#0", FIRST)], {"Lena Marsh": 0.9})
     result = graph_of(fake).invoke({"question": "Which keeper did Lena Marsh play in Harbour Nights?"},
                                    context=Context(max_retrieval_rounds=1))
