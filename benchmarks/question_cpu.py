@@ -86,7 +86,7 @@ def build_or_reuse(corpus: Path, directory: Path, embedder: Any, with_plain: boo
     from selfcrag.components.documents import chunk_documents, load_documents
     from selfcrag.components.index_files import MANIFEST
     from selfcrag.components.retrieval import HybridIndex
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, withdraw
+    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
 
     info: dict[str, Any] = {"index": str(directory), "reused": (directory / MANIFEST).is_file()}
     if not info["reused"]:
@@ -98,8 +98,6 @@ def build_or_reuse(corpus: Path, directory: Path, embedder: Any, with_plain: boo
             info[f"ingest_cpu_s{suffix}"] = round(time.process_time() - cpu, 2)
             info[f"ingest_wall_s{suffix}"] = round(time.perf_counter() - wall, 2)
         index.save(directory)
-        if index.text_vectors is not None:  # served from the loaded copy below, and withdrawn for no-store arms
-            withdraw(index.text_vectors)
     plain = directory.with_name(directory.name + "-plain")
     if not with_plain:  # a run of the stored arm alone (a reference run) must not rewrite the copy another reads
         return info | _sizes(directory, plain)
@@ -188,7 +186,6 @@ def main() -> int:
     from selfcrag.components import embeddings
     from selfcrag.components.backend import offline_components
     from selfcrag.components.retrieval import HybridIndex
-    from selfcrag.components.vector_store import publish, withdraw
 
     folder = args.datasets / "squad2"
     corpus = folder / "dev_sample_corpus.jsonl"
@@ -214,13 +211,12 @@ def main() -> int:
         index = HybridIndex.load(info["index"] if arm.stored else info["plain"], arm.embedder)
         indexes[arm.name] = index
         arm.graph = build_graph(offline_components(retriever=index, embedder=arm.embedder))
-    store = indexes["stored"].text_vectors
-    assert store is not None, "the index has no stored vectors"
+    # Each arm's run reads only the stored vectors of the index it searches: the no-store arms' copy has none.
+    assert indexes["stored"].text_vectors is not None, "the index has no stored vectors"
     context = Context.from_env()
 
     def ask(arm: Arm, question: str) -> dict:
         embeddings.BATCH_SIZE = arm.batch_size
-        (publish if arm.stored else withdraw)(store)  # the no-store arms must not find the stored vectors
         calls, texts = arm.embedder.calls, arm.embedder.texts
         cpu, wall = time.process_time(), time.perf_counter()
         out = arm.graph.invoke({"question": question}, context=context)
@@ -237,7 +233,6 @@ def main() -> int:
                 arm.rows.append({"id": q["id"], **ask(arm, q["question"])})
     finally:
         embeddings.BATCH_SIZE = default_batch
-        publish(store)
 
     summary = {arm.name: summarise(arm, arms[0]) for arm in arms}
     if reference is not None:

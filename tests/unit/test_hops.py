@@ -78,7 +78,7 @@ def test_a_decline_on_the_strips_reads_the_passages_whole(monkeypatch):
     import selfcrag.components.extractive as extractive
 
     monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.9)  # no embedder in a unit test
-    monkeypatch.setattr(extractive, "embed", lambda embedder, texts: __import__("numpy").ones((len(texts), 2)))
+    monkeypatch.setattr(extractive, "embed", lambda *args: __import__("numpy").ones((len(args[1]), 2)))
     fake = TwoHops([passage("a#0", FIRST)], {"Lena Marsh": 0.9})
     result = graph_of(fake).invoke({"question": "Which keeper did Lena Marsh play in Harbour Nights?"},
                                    context=Context(max_retrieval_rounds=1))
@@ -168,7 +168,7 @@ def flat_similarity(monkeypatch):
     import selfcrag.components.extractive as extractive
 
     monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.5)
-    monkeypatch.setattr(extractive, "embed", lambda embedder, texts: numpy.ones((len(texts), 2)))
+    monkeypatch.setattr(extractive, "embed", lambda embedder, texts, stored=None: numpy.ones((len(texts), 2)))
 
 
 def test_the_generator_adds_the_sentence_about_the_bridge(monkeypatch):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 
@@ -386,19 +384,16 @@ def help_center(embedder, tmp_path_factory):
 
 
 def ask(directory, question, settings):
-    """The graph's output and the texts it embedded. The index is dropped on return, and its stored vectors with
-    it: an index without them must not be served another's."""
+    """The graph's output over the index in `directory`, and the texts it embedded. A run reads only the stored
+    vectors of the index it searches: one without them gets none, whatever else this process has loaded."""
     from selfcrag import build_graph
     from selfcrag.components.backend import offline_components
     from selfcrag.components.retrieval import HybridIndex
-    from selfcrag.components.vector_store import withdraw
 
     recording = Recording(default_embedder())
     index = HybridIndex.load(directory, recording)
     out = build_graph(offline_components(retriever=index, embedder=recording)).invoke(
         {"question": question}, context=settings)
-    if index.text_vectors is not None:  # now, not whenever the garbage collector frees the compiled graph
-        withdraw(index.text_vectors)
     return out, recording.texts
 
 
@@ -439,7 +434,7 @@ def test_stored_vectors_are_the_chunks_own_and_its_sentences_read_in_context(hel
     texts = evidence_texts(chunk.text for chunk in index.chunks)
     assert store is not None and len(store) == np.load(help_center / "stored" / KEYS_FILE).shape[0]
     recording = Recording(embedder)
-    embed(recording, texts)
+    embed(recording, texts, store)
     assert recording.texts == []  # every evidence text is served by the store ...
     chunk = index.chunks[0]
     whole = index_text(chunk)
@@ -463,23 +458,33 @@ def test_stored_vectors_are_the_chunks_own_and_its_sentences_read_in_context(hel
         np.testing.assert_allclose(stored(text), mean / np.linalg.norm(mean), rtol=0, atol=1e-5)
 
 
-def test_unknown_texts_other_embedders_and_dropped_indexes_miss_the_store(help_center, embedder):
+def test_unknown_texts_other_embedders_and_other_components_miss_the_store(help_center, embedder):
+    from selfcrag.components.backend import offline_components
+    from selfcrag.components.embeddings import stored_for_run
     from selfcrag.components.retrieval import HybridIndex
-    from selfcrag.components.vector_store import lookup
 
     known = DOCS["gardening"][1].split(". ")[0] + "."  # a sentence of the help center, not of the bundled sample
     index = HybridIndex.load(help_center / "stored", Recording(embedder))
-    assert known in lookup(embedder, [known])
+    store = index.text_vectors
+    assert store is not None and known in store.lookup(embedder, [known])
     recording = Recording(embedder)
-    vectors = embed(recording, [known, "A text no index holds.", known])
+    vectors = embed(recording, [known, "A text no index holds.", known], store)
     assert recording.texts == ["A text no index holds."]  # the rest came from the store
     assert np.array_equal(vectors[0], vectors[2])
-    embed(recording, ["A text no index holds."])
+    embed(recording, ["A text no index holds."], store)
     assert recording.texts == ["A text no index holds."]  # ... and the unknown one from the cache the next time
 
     other = Recording(embedder)
     other.name = "all-MiniLM-L6-v2/torch-fp32"  # vectors of another runtime must not be mixed in
-    assert lookup(other, [known]) == {}
-    del index
-    gc.collect()
-    assert lookup(embedder, [known]) == {}  # served only while an index holding them lives
+    assert store.lookup(other, [known]) == {}
+    embed(other, [known], store)
+    assert other.texts == [known]
+
+    settings = Context()
+    # The components a graph over this index is given read its store; ones given only an embedder read none,
+    # though the index is loaded: a store is found through the index a run searches, never by what is loaded.
+    assert stored_for_run(offline_components(retriever=index).relevance.embedder, settings) is store
+    assert stored_for_run(OfflineRelevanceGrader(embedder).embedder, settings) is None
+    direct = Recording(embedder)
+    OfflineRelevanceGrader(direct).grade("When do tomatoes need water?", [passage("gardening")], settings)
+    assert known in direct.texts

@@ -760,6 +760,9 @@ def test_open_index_is_cached_and_index_for_picks_the_source(index: HybridIndex,
     first = open_index(str(tmp_path / "idx"), embedder)
     assert open_index(str(tmp_path / "." / "idx"), embedder) is first  # same resolved path: loaded once
     assert index_for(Context(index_dir=str(tmp_path / "idx")), embedder) is first
+    index.save(tmp_path / "idx")  # rebuilt: a new manifest file, so loaded again, then that one kept
+    again = open_index(str(tmp_path / "idx"), embedder)
+    assert again is not first and open_index(str(tmp_path / "idx"), embedder) is again
     with pytest.raises(IngestError, match="no index at"):
         index_for(Context(index_dir=str(tmp_path / "missing")), embedder)
 

@@ -26,6 +26,7 @@ from selfcrag.components.base import (
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from selfcrag.components.vector_store import TextVectors
     from selfcrag.context import Context
 
 
@@ -79,12 +80,61 @@ class Components:
     embedder: Embedder | None = None  # builds and reads the default index
 
     def retriever_for(self, settings: Context) -> Retriever:
-        if self.retriever is not None:
-            return self.retriever
-        from selfcrag.components.embeddings import for_run
-        from selfcrag.components.retrieval import index_for
+        return searched(self.retriever, self.embedder, settings)
 
-        return index_for(settings, for_run(self.embedder, settings) if self.embedder else None)
+
+def searched(retriever: Retriever | None, embedder: Embedder | None, settings: Context) -> Retriever:
+    """The index a run searches: the components' `retriever`, else the one `settings.index_dir` names, else the
+    bundled sample (both loaded once per process, with the run's embedder)."""
+    if retriever is not None:
+        return retriever
+    from selfcrag.components.embeddings import for_run
+    from selfcrag.components.retrieval import index_for
+
+    return index_for(settings, for_run(embedder, settings) if embedder else None)
+
+
+class IndexEmbedder:
+    """What the offline components embed with: `embedder` (per run, the one the run's settings pick: `for_run`),
+    and the stored vectors (vector_store) of the index the run searches, found as the run's retrieval finds it.
+
+    Only that index's, never another loaded one's: late chunking reads a stored sentence in its chunk's context, so
+    two indexes holding one sentence (a server's two graphs, an evaluation over several corpora, an index and its
+    rebuild) store two vectors for it, and a run over one graded with the other's would decide by what else its
+    process had loaded. A text the store lacks is embedded alone, as before."""
+
+    def __init__(self, embedder: Embedder, retriever: Retriever | None) -> None:
+        self.embedder = embedder
+        self.retriever = retriever
+
+    def for_settings(self, settings: Context) -> Embedder:
+        from selfcrag.components.embeddings import for_run
+
+        return for_run(self.embedder, settings)
+
+    def text_vectors(self, settings: Context) -> TextVectors | None:
+        from selfcrag.components.documents import IngestError
+
+        try:
+            index = searched(self.retriever, self.embedder, settings)
+        except IngestError:  # the index went away since the run retrieved from it: embed, as without a store
+            return None
+        return getattr(index, "text_vectors", None)
+
+    # An Embedder itself, for a component called without a run's settings.
+    @property
+    def name(self) -> str:
+        return self.embedder.name
+
+    @property
+    def languages(self) -> frozenset[str] | None:
+        return getattr(self.embedder, "languages", None)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embedder.embed_query(text)
 
 
 def offline_components(
@@ -99,12 +149,13 @@ def offline_components(
     from selfcrag.components.web_search import TavilyWebSearch
 
     shared: Embedder = embedder or LazyEmbedder()
+    reading = IndexEmbedder(shared, retriever)  # the stored vectors of the index each run searches
     return Components(
-        relevance=OfflineRelevanceGrader(shared),
-        refiner=StripRefiner(shared),
-        generator=ExtractiveGenerator(shared),
-        groundedness=OfflineGroundednessChecker(shared),
-        answer_grader=OfflineAnswerGrader(shared),
+        relevance=OfflineRelevanceGrader(reading),
+        refiner=StripRefiner(reading),
+        generator=ExtractiveGenerator(reading),
+        groundedness=OfflineGroundednessChecker(reading),
+        answer_grader=OfflineAnswerGrader(reading),
         rewriter=KeywordRewriter(),
         web=web or TavilyWebSearch(),
         retriever=retriever,

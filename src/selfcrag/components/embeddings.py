@@ -28,6 +28,7 @@ from selfcrag.language import language_of
 
 if TYPE_CHECKING:
     from selfcrag.components.base import Embedder
+    from selfcrag.components.vector_store import TextVectors
     from selfcrag.context import Context
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -415,6 +416,14 @@ def for_run(embedder: Embedder, settings: Context) -> Embedder:
     an embedder passed to `offline_components`/`build_graph` is used as given."""
     pick = getattr(embedder, "for_settings", None)
     return pick(settings) if callable(pick) else embedder
+
+
+def stored_for_run(embedder: Embedder, settings: Context | None) -> TextVectors | None:
+    """The stored vectors a run's components may read: those of the index the run searches, which the offline
+    components' embedder knows (backend.IndexEmbedder). An embedder given to a component directly knows no index,
+    so it gets none, and neither does a call without a run's settings."""
+    find = getattr(embedder, "text_vectors", None)
+    return find(settings) if settings is not None and callable(find) else None
 
 
 @lru_cache(maxsize=2)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from selfcrag.components import comparison
 from selfcrag.components.base import Citation, Draft, Embedder, Strip, Turn
-from selfcrag.components.embeddings import for_run
+from selfcrag.components.embeddings import for_run, stored_for_run
 from selfcrag.components.offline_grading import embed, similarity_or_stand_in
 from selfcrag.components.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.components.text import STOPWORDS, split_sentences, term, words
@@ -81,7 +81,8 @@ class ExtractiveGenerator:
             return []
         terms, kind, language = question_terms(question), answer_type(question), language_of(question)
         embedder = for_run(self.embedder, settings) if settings else self.embedder
-        vectors = embed(embedder, [question, *[sentence for sentence, _ in pool]])
+        vectors = embed(embedder, [question, *[sentence for sentence, _ in pool]],
+                        stored_for_run(self.embedder, settings))
         sims = vectors[1:] @ vectors[0]
         out = []
         for (sentence, strip), sim in zip(pool, sims, strict=True):

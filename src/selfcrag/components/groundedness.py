@@ -22,7 +22,7 @@ import numpy as np
 
 from selfcrag.components.base import Embedder, GroundednessCheck, Strip
 from selfcrag.components.comparison import is_verdict
-from selfcrag.components.embeddings import for_run, reads
+from selfcrag.components.embeddings import for_run, reads, stored_for_run
 from selfcrag.components.offline_grading import embed
 from selfcrag.components.terms import fold, strip_citations, terms_of
 from selfcrag.components.text import split_sentences, words
@@ -140,7 +140,7 @@ class OfflineGroundednessChecker:
             return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""))
 
         embedder = for_run(self.embedder, settings)
-        vectors = embed(embedder, [*sentences, *evidence])
+        vectors = embed(embedder, [*sentences, *evidence], stored_for_run(self.embedder, settings))
         sims = vectors[: len(sentences)] @ vectors[len(sentences) :].T
         evidence_words = [terms_of(e) for e in evidence]
         scopes: dict[frozenset[str], _Scope] = {}  # per set of cited documents: what those documents say

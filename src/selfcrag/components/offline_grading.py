@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.components.base import AnswerGrade, Embedder, Grade, Grading, Label, Passage
-from selfcrag.components.embeddings import for_run, reads
+from selfcrag.components.embeddings import for_run, reads, stored_for_run
 from selfcrag.components.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.components.text import split_sentences
-from selfcrag.components.vector_store import lookup
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.constraints import Violation, violations
@@ -31,6 +30,7 @@ from selfcrag.quality.opposites import Conflict, conflicts
 from selfcrag.quality.rules import is_identifier
 
 if TYPE_CHECKING:
+    from selfcrag.components.vector_store import TextVectors
     from selfcrag.context import Context
 
 # Cosine similarities of all-MiniLM-L6-v2 are rescaled to [0, 1]: unrelated text sits around 0.0-0.2,
@@ -48,13 +48,14 @@ _caches: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = weakr
 _lock = threading.Lock()
 
 
-def embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """Embeddings of `texts`: from a loaded index's stored vectors (vector_store) where it has them, else from a
-    small per-embedder cache (grading, refinement, generation and the groundedness check embed many of the same
-    sentences in one run), else in one batch call for the rest."""
+def embed(embedder: Embedder, texts: list[str], stored: TextVectors | None = None) -> np.ndarray:
+    """Embeddings of `texts`: from `stored`, the stored vectors of the index the run searches (`stored_for_run`),
+    where it has them, else from a small per-embedder cache (grading, refinement, generation and the groundedness
+    check embed many of the same sentences in one run), else in one batch call for the rest. The cache holds only
+    what the embedder computed, which no index changes, so runs over different indexes may share it."""
     if not texts:
         return embedder.embed_documents([])
-    found = lookup(embedder, texts)
+    found = stored.lookup(embedder, texts) if stored is not None else {}
     todo = [t for t in dict.fromkeys(texts) if t not in found]
     if not todo:
         return np.stack([found[t] for t in texts])
@@ -143,7 +144,8 @@ class OfflineRelevanceGrader:
         folded_cjk = any(has_cjk(key) for key in terms)
         sentences = [passage_texts(p["text"])[1:] for p in passages]
         flat = [s for group in sentences for s in group]
-        vectors = embed(embedder, [question] + [p["text"] for p in passages] + flat)
+        vectors = embed(embedder, [question] + [p["text"] for p in passages] + flat,
+                        stored_for_run(self.embedder, settings))
         q, passage_vecs, sentence_vecs = vectors[0], vectors[1 : len(passages) + 1], vectors[len(passages) + 1 :]
         grades: list[Grade] = []
         start = 0
@@ -226,7 +228,7 @@ class OfflineAnswerGrader:
         typed = has_answer_type(kind, text, question)
         covered, missing_terms = coverage(question_terms(question), text)
         embedder = for_run(self.embedder, settings)
-        q, a = embed(embedder, [question, text])
+        q, a = embed(embedder, [question, text], stored_for_run(self.embedder, settings))
         similarity = float(q @ a)
         weights, signal = dict(ANSWER_WEIGHTS), scaled(similarity)
         if not reads(embedder, question):

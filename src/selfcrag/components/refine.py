@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.components.base import Embedder, Passage, Refinement, Strip
-from selfcrag.components.embeddings import for_run
+from selfcrag.components.embeddings import for_run, stored_for_run
 from selfcrag.components.offline_grading import embed, similarity_or_stand_in
 from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import approx_tokens, split_sentences
@@ -64,7 +64,7 @@ class StripRefiner:
         texts = [text for _, text, _ in candidates]
         sentences = [s for _, _, group in candidates for s in group]
         embedder = for_run(self.embedder, settings)
-        vectors = embed(embedder, [question, *texts, *sentences])
+        vectors = embed(embedder, [question, *texts, *sentences], stored_for_run(self.embedder, settings))
         q, strip_vecs, sentence_sims = vectors[0], vectors[1 : len(texts) + 1], vectors[len(texts) + 1 :] @ vectors[0]
         terms = question_terms(question)
         scored: list[tuple[float, int]] = []

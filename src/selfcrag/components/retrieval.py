@@ -30,7 +30,7 @@ from selfcrag.components.documents import Chunk, IngestError, SourceDocument, ch
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
-from selfcrag.components.vector_store import TextVectors, embed_index, publish
+from selfcrag.components.vector_store import TextVectors, embed_index
 from selfcrag.components.vector_store import key as text_key
 
 if TYPE_CHECKING:
@@ -94,10 +94,8 @@ class HybridIndex:
         self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
 
     def attach(self, store: TextVectors | None) -> HybridIndex:
-        """Serve `store`'s vectors to the offline components while this index lives."""
+        """Keep `store` with this index: the offline components of a run searching this index read it."""
         self.text_vectors = store
-        if store is not None:
-            publish(store)
         return self
 
     def __len__(self) -> int:
@@ -353,13 +351,31 @@ def _cached(key: tuple[str, ...], make: Callable[[], HybridIndex]) -> HybridInde
         return _cache[key]
 
 
+# (index_dir as given, embedder name) -> the manifest stamp and index `open_index` last returned for them
+_opened: dict[tuple[str, str], tuple[str, HybridIndex]] = {}
+
+
+def _stamp(manifest: Path) -> str:
+    info = manifest.stat()  # a rebuilt index has a new manifest file
+    return f"{info.st_ino}:{info.st_mtime_ns}"
+
+
 def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> HybridIndex:
     """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since)."""
+    if embedder is not None:
+        # A run asks for its index at every retrieval and every offline component call (its stored vectors, ~9
+        # times a question): while the manifest is the same file, it is the index returned last, and the checks
+        # below (~0.1 ms CPU: a killed save to recover, a half-written index) have nothing new to find.
+        seen = _opened.get((str(index_dir), _name(embedder)))
+        with contextlib.suppress(OSError):
+            if seen is not None and _stamp(Path(index_dir).expanduser() / index_files.MANIFEST) == seen[0]:
+                return seen[1]
     path = _require_index(index_dir).resolve()  # before loading a model: a typo should fail fast
     embedder = _embedder_or_default(embedder)
-    manifest = (path / index_files.MANIFEST).stat()  # a rebuilt index has a new manifest file, so a new entry
-    stamp = f"{manifest.st_ino}:{manifest.st_mtime_ns}"
-    return _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
+    stamp = _stamp(path / index_files.MANIFEST)
+    index = _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
+    _opened[(str(index_dir), _name(embedder))] = (stamp, index)
+    return index
 
 
 def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Path:

@@ -4,14 +4,19 @@ The offline graders, the refiner, the extractive generator and the groundedness 
 with each passage, each sentence and each knowledge strip. Embedding those for every question was 97% of an
 offline question's CPU; they depend only on the index, so `HybridIndex.build` embeds them once
 (`evidence_texts`), `save` writes them beside the index and `load` reads them back. `offline_grading.embed()`
-asks `lookup()` first and embeds only what no loaded index knows: the question, its rewrites, web results.
+asks the store of the index the run searches first (`TextVectors.lookup`) and embeds only what it lacks: the
+question, its rewrites, web results.
 
 One mechanism, keyed by the exact text (a 128-bit hash of it): any component asking for a known text gets the
-stored vector, whatever it does with it. Stores are found by the embedder's `name`, the same name an index's
-manifest records, so vectors of another model never meet. An embedder without a name gets no stored vectors.
-With the local model, a chunk's text has the vector the model gives it alone; its sentences and strips are pooled
-from the chunk's one pass (late chunking, `in_context`), so they are read in context and differ from the vectors
-of the same sentences embedded alone (which a question's own new texts still get).
+stored vector, whatever it does with it. A store serves only an embedder of the name that computed it, the same
+name an index's manifest records, so vectors of another model never meet. An embedder without a name gets no
+stored vectors. With the local model, a chunk's text has the vector the model gives it alone; its sentences and
+strips are pooled from the chunk's one pass (late chunking, `in_context`), so they are read in context and differ
+from the vectors of the same sentences embedded alone (which a question's own new texts still get).
+
+Because of that, one sentence has a different stored vector in each index that holds it (another chunk around it),
+and a run reads only the store of the index it searches (`backend.IndexEmbedder`), never another loaded index's:
+what a run decides does not depend on what else its process has loaded.
 """
 
 from __future__ import annotations
@@ -19,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -80,6 +83,17 @@ class TextVectors:
     def get(self, hashed: bytes) -> np.ndarray | None:
         row = self._rows.get(hashed)
         return None if row is None else self.vectors[row]
+
+    def lookup(self, embedder: Embedder, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of those `texts` this store holds, if `embedder` is the model that computed them."""
+        found: dict[str, np.ndarray] = {}
+        if embedder_name(embedder) != self.embedder:
+            return found
+        for text in dict.fromkeys(texts):
+            vector = self.get(key(text))
+            if vector is not None:
+                found[text] = vector
+        return found
 
     @staticmethod
     def write(directory: Path, store: TextVectors | None) -> None:
@@ -261,40 +275,4 @@ def in_context(embed: InContext, indexed: list[str], passages: list[str], seen: 
         for (part, _), span in zip(parts[row], pooled[row], strict=True):
             if span is not None:
                 found.setdefault(part, span)
-    return found
-
-
-# --- the stores of the loaded indexes ---------------------------------------------------------------------
-
-# Held weakly: a store lives as long as its index.
-_published: dict[str, weakref.WeakSet[TextVectors]] = {}
-_lock = threading.Lock()
-
-
-def publish(store: TextVectors) -> None:
-    """Serve `store`'s vectors to every embedder named like the one that computed them."""
-    with _lock:
-        _published.setdefault(store.embedder, weakref.WeakSet()).add(store)
-
-
-def withdraw(store: TextVectors) -> None:
-    with _lock:
-        _published.get(store.embedder, weakref.WeakSet()).discard(store)
-
-
-def lookup(embedder: Embedder, texts: Iterable[str]) -> dict[str, np.ndarray]:
-    """The stored vectors of those `texts` some published store holds for this embedder."""
-    name = embedder_name(embedder)
-    with _lock:
-        stores = list(_published.get(name, ())) if name else []
-    if not stores:
-        return {}
-    found: dict[str, np.ndarray] = {}
-    for text in dict.fromkeys(texts):
-        hashed = key(text)
-        for store in stores:
-            vector = store.get(hashed)
-            if vector is not None:
-                found[text] = vector
-                break
     return found
