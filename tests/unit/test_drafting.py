@@ -3,8 +3,8 @@ draft's bridge, when a longer draft extends the first, and the order of the gene
 
 from __future__ import annotations
 
-import numpy
 import pytest
+from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
 
 from selfcrag.components.base import Draft, Passage, Strip
 from selfcrag.components.drafting import (
@@ -35,10 +35,6 @@ def draft(answer: str, **more) -> Draft:
 
 FIRST = "Harbour Nights is a 1951 drama film. It starred Lena Marsh as the keeper."
 SECOND = "Lena Marsh (1920-1990) was an English actress. She later served as Mayor of Penzance."
-SERIES = ('"Human Error" is the season finale of the third season of "House". '
-          "It was written by the show's writers.")
-SHOW = "House is an American medical drama. It originally ran on the Fox network for eight seasons."
-BRIDGE_QUESTION = 'Human Error" is the season finale of the third season of a show that aired on what network?'
 
 
 # --- whole passages ---------------------------------------------------------------------------------------------
@@ -169,14 +165,6 @@ def test_a_model_draft_is_not_extended_by_the_bridge(monkeypatch):
     generator = Scripted([draft(SERIES.split(". ")[0] + ". [doc_1]"), draft("never asked")])
     made = write_draft(generator, run, Context(), [], [], budget_left=True)  # type: ignore[arg-type]
     assert len(generator.read) == 1 and made.extension is None and not made.second_hop
-
-
-def flat_similarity(monkeypatch):
-    """Sentence similarity without an embedder: every sentence alike, so coverage and type decide."""
-    import selfcrag.components.extractive as extractive
-
-    monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.5)
-    monkeypatch.setattr(extractive, "embed", lambda embedder, texts: numpy.ones((len(texts), 2)))
 
 
 def test_the_extractive_draft_grows_by_the_second_hop(monkeypatch):

@@ -7,6 +7,8 @@ import importlib.util
 from collections import Counter
 from pathlib import Path
 
+from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
+
 from selfcrag import Components, Context, build_graph
 from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.components.extractive import ExtractiveGenerator
@@ -156,24 +158,11 @@ def test_haluevals_glued_paragraphs_split_at_the_glue_only():
 
 
 # --- bridge questions: the second hop ---------------------------------------------------------------------------
-SERIES = ('"Human Error" is the season finale of the third season of "House". '
-          "It was written by the show's writers.")
-SHOW = "House is an American medical drama. It originally ran on the Fox network for eight seasons."
-
-
-def flat_similarity(monkeypatch):
-    """Sentence similarity without an embedder: every sentence alike, so coverage and type decide."""
-    import numpy
-
-    import selfcrag.components.extractive as extractive
-
-    monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.5)
-    monkeypatch.setattr(extractive, "embed", lambda embedder, texts, stored=None: numpy.ones((len(texts), 2)))
 
 
 def test_the_generator_adds_the_sentence_about_the_bridge(monkeypatch):
     flat_similarity(monkeypatch)
-    question = 'Human Error" is the season finale of the third season of a show that aired on what network?'
+    question = BRIDGE_QUESTION
     strips = [strip("a#0", SERIES, 0.9), strip("b#0", SHOW, 0.3)]
     draft = ExtractiveGenerator(embedder=None).generate(question, strips, Context())  # type: ignore[arg-type]
     assert draft.answer.startswith('"Human Error" is the season finale')
@@ -200,7 +189,7 @@ def test_generate_extends_a_draft_with_the_passage_naming_its_bridge(monkeypatch
     fake.grade = grade
     fake.rounds = [[passage("a#0", SERIES), passage("b#0", SHOW)]]
     fake.retrieve = lambda query, settings: fake.rounds[0]
-    question = 'Human Error" is the season finale of the third season of a show that aired on what network?'
+    question = BRIDGE_QUESTION
     # The extractive generator itself: only an answer of quoted sentences is extended (drafting.quotes_evidence).
     result = graph_of(fake, fake.generator).invoke({"question": question}, context=Context(max_retrieval_rounds=1))
     step = next(s for s in result["trace"] if s["node"] == "generate")

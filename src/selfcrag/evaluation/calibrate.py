@@ -158,7 +158,7 @@ def select(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float 
             if name in chosen or not monotone(drafted, [*chosen, name], l2):
                 continue
             p = out_of_fold(drafted, [*chosen, name], l2)
-            share = keeps(p, drafted) if keeps else 0.0
+            share = keeps(p.tolist(), drafted) if keeps else 0.0
             if not chosen or share >= kept:
                 trials[name] = (log_loss(p, y), share)
         if not trials:
