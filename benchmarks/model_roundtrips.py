@@ -232,7 +232,7 @@ def main() -> int:
     questions = QUESTIONS[: args.questions]
 
     from selfcrag.components.embeddings import default_embedder
-    from selfcrag.components.retrieval import index_for
+    from selfcrag.components.loaded_indexes import index_for
 
     retriever = index_for(Context(), default_embedder())
     with OpenAIServer(responder(Plausible()), latency=args.latency) as server:

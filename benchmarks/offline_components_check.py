@@ -141,9 +141,9 @@ def squad(records: list[dict], embedder, settings) -> dict:  # noqa: ANN001
 def sample_kb(path: Path, embedder, settings) -> dict:  # noqa: ANN001
     """The bundled help-center sample with its own retrieval: one round, no rewrite, no web."""
     from selfcrag.components.extractive import ExtractiveGenerator
+    from selfcrag.components.loaded_indexes import sample_index
     from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
     from selfcrag.components.refine import StripRefiner
-    from selfcrag.components.retrieval import sample_index
 
     index, grader, refiner = sample_index(embedder), OfflineRelevanceGrader(embedder), StripRefiner(embedder)
     generator, answer_grader = ExtractiveGenerator(embedder), OfflineAnswerGrader(embedder)

@@ -59,7 +59,7 @@ def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, 
     """The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
     builds its graph with them; the quality preset is a run setting. Returns (settings, operator fields, context)."""
     from selfcrag import Context
-    from selfcrag.components.retrieval import open_index
+    from selfcrag.components.loaded_indexes import open_index
 
     operator = {"index_dir": args.index or None, "generator_model": args.model or None,
                 "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
@@ -132,7 +132,8 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     from selfcrag.components.documents import chunk_documents, load_documents
     from selfcrag.components.embeddings import embedder_for
     from selfcrag.components.index_files import complete
-    from selfcrag.components.retrieval import HybridIndex, open_index
+    from selfcrag.components.loaded_indexes import open_index
+    from selfcrag.components.retrieval import HybridIndex
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
                 "backend": "model" if args.model else None}

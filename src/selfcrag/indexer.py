@@ -9,7 +9,7 @@ It writes the deployment's index, so it is the operator's choice: with `allow_in
 fails with one line and writes nothing. It writes only the operator's own `index_dir`, never one a run names
 (`allow_per_run` may open `index_dir` for reading several indexes; a write there would let any client write any
 directory the server can). The selfcrag graph sees the new documents on its next run: its index is reloaded
-when the saved one changes (retrieval.open_index).
+when the saved one changes (loaded_indexes.open_index).
 """
 
 from __future__ import annotations

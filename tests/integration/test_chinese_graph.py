@@ -8,7 +8,7 @@ from pathlib import Path
 
 from selfcrag import Context, ask
 from selfcrag.cli import main
-from selfcrag.components.retrieval import sample_index
+from selfcrag.components.loaded_indexes import sample_index
 from selfcrag.components.text import numbers
 
 DATA = Path(__file__).parents[1] / "data"

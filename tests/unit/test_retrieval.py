@@ -32,7 +32,8 @@ from selfcrag.components.documents import (
     load_documents,
     read_documents,
 )
-from selfcrag.components.retrieval import HybridIndex, LangChainRetriever, index_for, open_index, sample_index
+from selfcrag.components.loaded_indexes import index_for, open_index, sample_index
+from selfcrag.components.retrieval import HybridIndex, LangChainRetriever
 from selfcrag.components.text import keyword_tokens, split_sentences
 from selfcrag.context import Context
 
@@ -773,7 +774,7 @@ def test_open_index_is_cached_and_index_for_picks_the_source(index: HybridIndex,
 
 
 def test_sample_index_is_built_once_then_loaded_from_the_cache(tmp_path: Path, monkeypatch) -> None:
-    from selfcrag.components import retrieval
+    from selfcrag.components import loaded_indexes
 
     monkeypatch.setenv("SELFCRAG_CACHE_DIR", str(tmp_path))
     embedder = BowEmbedder("test/bow-cache")
@@ -781,7 +782,7 @@ def test_sample_index_is_built_once_then_loaded_from_the_cache(tmp_path: Path, m
     [cached] = list(tmp_path.iterdir())  # saved whole: no staging directory left beside it
     assert (cached / "manifest.json").exists()
 
-    monkeypatch.setattr(retrieval, "_cache", {})  # a new process: nothing in memory
+    monkeypatch.setattr(loaded_indexes, "_cache", {})  # a new process: nothing in memory
     monkeypatch.setattr(HybridIndex, "build", lambda *a, **k: pytest.fail("the cached index should be loaded"))
     loaded = sample_index(embedder)
     assert loaded is not built and loaded.documents == built.documents

@@ -89,7 +89,7 @@ def searched(retriever: Retriever | None, embedder: Embedder | None, settings: C
     if retriever is not None:
         return retriever
     from selfcrag.components.embeddings import for_run
-    from selfcrag.components.retrieval import index_for
+    from selfcrag.components.loaded_indexes import index_for
 
     return index_for(settings, for_run(embedder, settings) if embedder else None)
 

@@ -8,15 +8,11 @@ import time: faiss and the embedding model load on first use.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +20,11 @@ import numpy as np
 
 from selfcrag.components import index_files, vector_index
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
-from selfcrag.components.base import Embedder, Passage, Retriever
+from selfcrag.components.base import Embedder, Passage
 from selfcrag.components.bm25 import ARRAYS, BM25
-from selfcrag.components.documents import Chunk, IngestError, SourceDocument, chunk_documents, load_documents
+from selfcrag.components.documents import Chunk, IngestError
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
-from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
 from selfcrag.components.vector_store import TextVectors, embed_index
 from selfcrag.components.vector_store import key as text_key
 
@@ -55,7 +50,8 @@ def index_text(chunk: Chunk) -> str:
     return chunk.text if title.lower() in chunk.text[:200].lower() else f"{title}\n{chunk.text}"
 
 
-def _name(embedder: Embedder) -> str:
+def embedder_label(embedder: Embedder) -> str:
+    """The name an index records for the embedder that built it (and that must read it)."""
     return str(getattr(embedder, "name", type(embedder).__name__))
 
 
@@ -64,7 +60,9 @@ def _mismatch(directory: str | Path, what: str, built: object, current: object, 
                        f"({why}); rebuild it with `selfcrag ingest PATH --index {directory}`, or switch back")
 
 
-def _require_index(directory: str | Path) -> Path:
+def require_index(directory: str | Path) -> Path:
+    """The directory of a complete saved index at `directory` (a save killed midway is recovered first); an
+    IngestError naming how to build one when there is none."""
     path = Path(directory).expanduser()
     # A save killed between its two renames leaves the old index beside a missing directory: put it back.
     found = recover_directory(path, index_files.complete)
@@ -218,7 +216,7 @@ class HybridIndex:
     def manifest(self) -> dict[str, Any]:
         return {
             "format_version": FORMAT_VERSION,
-            "embedder": _name(self.embedder),
+            "embedder": embedder_label(self.embedder),
             "tokenizer": TOKENIZER,
             "dim": int(self._vectors.d),
             "vector_index": vector_index.kind_of(self._vectors),
@@ -245,7 +243,7 @@ class HybridIndex:
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder) -> HybridIndex:
         """The index saved in `directory`, every file checked first (one-line IngestError if not)."""
-        path = _require_index(directory)
+        path = require_index(directory)
         with reading(path):  # a concurrent save swaps its index in after we have read all four files
             if not index_files.complete(path):  # a save killed halfway since _require_index looked
                 raise _no_index(directory)
@@ -259,8 +257,8 @@ class HybridIndex:
             if manifest["format_version"] != FORMAT_VERSION:
                 raise IngestError(f"index at {directory} has format {manifest['format_version']!r}, "
                                   f"this selfcrag reads {FORMAT_VERSION}; {rebuild}")
-            if manifest["embedder"] != _name(embedder):
-                raise _mismatch(directory, "embedder", manifest["embedder"], _name(embedder),
+            if manifest["embedder"] != embedder_label(embedder):
+                raise _mismatch(directory, "embedder", manifest["embedder"], embedder_label(embedder),
                                 "vectors of two embedding models are not comparable")
             # Indexes from before the tokenizer was recorded cut Chinese into single characters.
             if manifest.get("tokenizer", "words/1") != TOKENIZER:
@@ -325,95 +323,6 @@ def _check_replaceable(path: Path) -> None:
         raise IngestError(f"{path} holds files that are not an index's ({', '.join(foreign[:3])}"
                           f"{', ...' if len(foreign) > 3 else ''}); saving replaces the whole directory, "
                           f"so choose a new or empty one")
-
-
-# --- process-wide indexes ---------------------------------------------------------------------------
-
-_cache: dict[tuple[str, ...], HybridIndex] = {}
-_cache_lock = threading.Lock()
-
-
-def _embedder_or_default(embedder: Embedder | None) -> Embedder:
-    if embedder is not None:
-        return embedder
-    from selfcrag.components.embeddings import default_embedder
-
-    return default_embedder()
-
-
-def _cached(key: tuple[str, ...], make: Callable[[], HybridIndex]) -> HybridIndex:
-    # A dict rather than functools.lru_cache: the key must be the embedder's *name* (the CLI's default
-    # embedder and the graph's lazy wrapper are different objects for the same model), and the lock makes
-    # concurrent first requests on a server load the index once.
-    with _cache_lock:
-        if key not in _cache:
-            _cache[key] = make()
-        return _cache[key]
-
-
-# (index_dir as given, embedder name) -> the manifest stamp and index `open_index` last returned for them
-_opened: dict[tuple[str, str], tuple[str, HybridIndex]] = {}
-
-
-def _stamp(manifest: Path) -> str:
-    info = manifest.stat()  # a rebuilt index has a new manifest file
-    return f"{info.st_ino}:{info.st_mtime_ns}"
-
-
-def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> HybridIndex:
-    """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since)."""
-    if embedder is not None:
-        # A run asks for its index at every retrieval and every offline component call (its stored vectors, ~9
-        # times a question): while the manifest is the same file, it is the index returned last, and the checks
-        # below (~0.1 ms CPU: a killed save to recover, a half-written index) have nothing new to find.
-        seen = _opened.get((str(index_dir), _name(embedder)))
-        with contextlib.suppress(OSError):
-            if seen is not None and _stamp(Path(index_dir).expanduser() / index_files.MANIFEST) == seen[0]:
-                return seen[1]
-    path = _require_index(index_dir).resolve()  # before loading a model: a typo should fail fast
-    embedder = _embedder_or_default(embedder)
-    stamp = _stamp(path / index_files.MANIFEST)
-    index = _cached((str(path), stamp, _name(embedder)), lambda: HybridIndex.load(index_dir, embedder))
-    _opened[(str(index_dir), _name(embedder))] = (stamp, index)
-    return index
-
-
-def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Path:
-    """Where the built sample index is kept between runs: keyed by its text and embedder, so an edited
-    sample or another model never loads a stale index. `SELFCRAG_CACHE_DIR` moves it."""
-    digest = hashlib.sha256(f"{_name(embedder)}\0{TOKENIZER}\0{TEXT_VECTORS}".encode())  # rebuilt with them
-    for doc in documents:
-        digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
-    from selfcrag.store.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache
-
-    return cache_dir() / f"sample-{digest.hexdigest()[:16]}"
-
-
-def sample_index(embedder: Embedder | None = None) -> HybridIndex:
-    """The bundled sample knowledge base (selfcrag/data/sample_kb): built on first use, then loaded from the
-    user's cache (seconds saved on every CLI call); built in memory when the cache cannot be written."""
-    embedder = _embedder_or_default(embedder)
-
-    def build() -> HybridIndex:
-        with resources.as_file(resources.files("selfcrag") / "data" / "sample_kb") as folder:
-            documents = load_documents([folder])
-        cache = _sample_cache_dir(documents, embedder)
-        try:
-            return HybridIndex.load(cache, embedder)
-        except (IngestError, OSError):
-            pass  # not built yet, or damaged: built below
-        index = HybridIndex.build(chunk_documents(documents), embedder)
-        # Two first runs at once each save whole and the last swap wins (the same index twice).
-        with contextlib.suppress(OSError, IngestError):  # read-only home: the index in memory still works
-            index.save(cache)
-        return index
-
-    return _cached(("<sample>", _name(embedder)), build)
-
-
-def index_for(settings: Context, embedder: Embedder | None = None) -> Retriever:
-    """The run's knowledge base: `settings.index_dir` if set, else the bundled sample."""
-    return open_index(settings.index_dir, embedder) if settings.index_dir else sample_index(embedder)
 
 
 # --- any LangChain retriever ------------------------------------------------------------------------
