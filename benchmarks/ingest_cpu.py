@@ -78,7 +78,7 @@ def floor_worker(model: Path, texts_file: Path, out: Path) -> dict:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from selfcrag.components.embeddings import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, token_batches
+    from selfcrag.components.minilm import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, token_batches
 
     data = json.loads(texts_file.read_text(encoding="utf-8"))
     options = ort.SessionOptions()

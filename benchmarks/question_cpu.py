@@ -183,7 +183,7 @@ def main() -> int:
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
 
     from selfcrag import Context, build_graph
-    from selfcrag.components import embeddings
+    from selfcrag.components import embeddings, minilm
     from selfcrag.components.backend import offline_components
     from selfcrag.components.retrieval import HybridIndex
 
@@ -198,7 +198,7 @@ def main() -> int:
     # Started once the index exists; both processes warm up, then measure together (`meet`).
     reference = start_reference(args, info["index"]) if args.reference else None
 
-    default_batch = embeddings.BATCH_SIZE
+    default_batch = minilm.BATCH_SIZE
     arms = [Arm("stored", default_batch, True, CountingEmbedder(real))]
     if not args.no_compare:
         arms.append(Arm("no store", default_batch, False, CountingEmbedder(real)))
@@ -216,7 +216,7 @@ def main() -> int:
     context = Context.from_env()
 
     def ask(arm: Arm, question: str) -> dict:
-        embeddings.BATCH_SIZE = arm.batch_size
+        minilm.BATCH_SIZE = arm.batch_size
         calls, texts = arm.embedder.calls, arm.embedder.texts
         cpu, wall = time.process_time(), time.perf_counter()
         out = arm.graph.invoke({"question": question}, context=context)
@@ -232,7 +232,7 @@ def main() -> int:
             for arm in arms:
                 arm.rows.append({"id": q["id"], **ask(arm, q["question"])})
     finally:
-        embeddings.BATCH_SIZE = default_batch
+        minilm.BATCH_SIZE = default_batch
 
     summary = {arm.name: summarise(arm, arms[0]) for arm in arms}
     if reference is not None:

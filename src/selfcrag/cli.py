@@ -323,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     _load_env_file()
+    from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
-    from selfcrag.components.embeddings import EmbeddingModelError
 
     try:
         return int(args.run(args))

@@ -282,7 +282,7 @@ class Context(BaseModel):
             load(path)
         return path
 
-    # --- embedding at ingest (components/embeddings.py) -----------------------------------------------
+    # --- embedding at ingest (components/minilm.py) -----------------------------------------------
     embed_threads: int = operator(
         0,
         "Threads the local embedding model uses, read when it loads; 0 = the CPUs this process may run on "

@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 
 from selfcrag.components import vector_store
+from selfcrag.components.base import EmbeddingModelError
 from selfcrag.components.documents import SourceDocument, chunk_documents
-from selfcrag.components.embeddings import (
-    BATCH_SIZE,
-    TOKEN_BUDGET,
-    EmbeddingModelError,
-    LangChainEmbedder,
-    default_embedder,
-    session_threads,
-    token_batches,
-)
+from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
+from selfcrag.components.minilm import BATCH_SIZE, TOKEN_BUDGET, session_threads, token_batches
 from selfcrag.components.retrieval import HybridIndex, index_text
 from selfcrag.components.text import keyword_tokens
 
@@ -220,7 +214,7 @@ def test_a_text_in_two_chunks_is_stored_once_with_the_first_chunks_vector(embedd
 
 
 def test_parts_are_pooled_over_their_characters_tokens() -> None:
-    from selfcrag.components.embeddings import span_vectors
+    from selfcrag.components.minilm import span_vectors
 
     hidden = np.arange(12, dtype=np.float32).reshape(6, 2) + 1.0
     # [CLS] "ab" "cd" "##e" "." [SEP] over the text "ab cde." (character offsets; specials have empty spans)

@@ -23,7 +23,7 @@ from pydantic import ConfigDict
 from selfcrag.components.base import Embedder
 
 if TYPE_CHECKING:
-    from selfcrag.components.embeddings import OnnxMiniLM, TorchMiniLM
+    from selfcrag.components.minilm import OnnxMiniLM, TorchMiniLM
     from selfcrag.components.retrieval import HybridIndex
     from selfcrag.context import Context
 
