@@ -314,6 +314,15 @@ def kept_right(confidence: Sequence[float], rows: Sequence[dict[str, Any]], floo
     return min(shares, default=1.0)
 
 
+def lowest_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int,
+                 ratio: float) -> float:
+    """The lowest floor on a 0.01 grid at which the graph answers at most `ratio` times as many unanswerable
+    questions as plain RAG (`plain_answered`)."""
+    grid = [round(0.01 * i, 2) for i in range(0, 100)]
+    return min((t for t in grid if unanswerable_ratio(confidence, rows, plain_answered, t) <= ratio + 1e-12),
+               default=grid[-1])
+
+
 def choose_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int, ratio: float,
                  band: float) -> dict[str, Any]:
     """The general domain's abstain floor, read off the tuning runs' risk-coverage curve (their cross-validated
@@ -323,8 +332,7 @@ def choose_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], pl
     calibrated probability makes the same floor mean the same elsewhere. The plain-answer minimum is the floor plus
     the caveat band. Also the curve (coverage, risk, right answers kept, the ratio), for the provenance."""
     grid = [round(0.01 * i, 2) for i in range(0, 100)]
-    floor = min((t for t in grid if unanswerable_ratio(confidence, rows, plain_answered, t) <= ratio + 1e-12),
-                default=grid[-1])
+    floor = lowest_floor(confidence, rows, plain_answered, ratio)
     curve = []
     for t in sorted(set(grid[::5]) | {floor}):
         shown = [r for p, r in zip(confidence, rows, strict=True) if r["drafted"] and p >= t]
@@ -344,8 +352,7 @@ def floor_keeps(plain_answered: int, ratio: float) -> Keeps:
     """The share of right drafts still shown at the floor `choose_floor` would pick (for `select`)."""
 
     def keeps(confidence: Sequence[float], rows: Sequence[dict[str, Any]]) -> float:
-        floor = choose_floor(confidence, rows, plain_answered, ratio, 0.0)["floor"]
-        return kept_right(confidence, rows, floor)
+        return kept_right(confidence, rows, lowest_floor(confidence, rows, plain_answered, ratio))
 
     return keeps
 
