@@ -10,7 +10,8 @@ from the operator's token file (selfcrag/identities.py).
   sends `Command(update=...)`/`goto`, pauses a run where it likes or starts one from an old checkpoint.
 - A held draft is for reviewers (selfcrag/review_case.py keeps it out of an asker's state): an asker may not read
   a thread's state or history, join a run's stream, or stream a run that may be held in any mode but `custom`.
-- Assistants, crons, the store and the MCP/A2A endpoints are the operator's; clients read and run assistants.
+- Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
+  and run the other assistants.
 - A request body above SELFCRAG_MAX_REQUEST_BYTES (1 MB) is refused at the door, before it is read.
 """
 
@@ -20,6 +21,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth
 
@@ -41,6 +43,9 @@ REVIEWER_DENIED = re.compile(r"^/threads/[^/]+/(stream|copy|commands)|^/threads/
 STREAMING_RUN = re.compile(r"^(/threads/[^/]+)?/runs/stream$")
 # What an asker may stream from a run that may be held for review: progress events carry no answer text.
 HELD_STREAM_MODES = {"custom"}
+# The `indexer` graph's own assistant (LangGraph names a graph's assistant uuid5(its namespace, graph id)): it
+# writes the deployment's index, so only the operator runs it.
+INDEXER = str(uuid5(UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "indexer"))
 _operator_settings = OperatorSettings()
 _files: dict[str, IdentityFile] = {}
 
@@ -149,6 +154,8 @@ def review_may_hold(context: dict[str, Any]) -> bool:
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
     if role(ctx) == "operator":
         return None
+    if str(value.get("assistant_id")) == INDEXER:
+        raise refuse(403, "adding documents to the index is the operator's")
     kwargs = value.get("kwargs") or {}
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):

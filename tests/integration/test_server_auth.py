@@ -170,6 +170,9 @@ def test_assistants_are_read_only_to_clients_and_oversize_bodies_stop_at_the_doo
         refused(lambda c=client: c.assistants.create("selfcrag"), "only the operator may create assistants")
         refused(lambda c=client: c.assistants.delete(assistant_id))
     assert clients["alice"].assistants.get(assistant_id)["graph_id"] == "selfcrag"
+    (indexer,) = clients["alice"].assistants.search(graph_id="indexer")  # it writes the deployment's index
+    refused(lambda: clients["carol"].runs.wait(None, indexer["assistant_id"], input={"documents": []}),
+            "adding documents to the index is the operator's")  # fmt: skip
     response = httpx.post(f"{url}/runs/wait", headers={"Authorization": f"Bearer {tokens['alice']}"},
                           json={"assistant_id": assistant_id, "input": {"question": "x" * 2_000_000}})  # fmt: skip
     assert response.status_code == 403
