@@ -13,6 +13,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from selfcrag import build_graph, offline_components
+from selfcrag.nodes.human_review import check_reply
 from selfcrag.review_case import REVIEWS
 
 QUESTION = "How long do I have to send back a pair of headphones?"
@@ -68,3 +69,11 @@ def test_an_operators_or_an_unauthenticated_run_keeps_the_case_in_state() -> Non
         done = graph.invoke(Command(resume={"action": "approve", "draft_id": request["draft_id"]}),
                             config(thread, *who))  # fmt: skip
         assert done["answer"] == request["draft_answer"]
+
+
+def test_a_reply_may_name_the_draft_it_read_as_short_text() -> None:
+    assert check_reply({"action": "approve", "draft_id": "05f7c850cc43"}) == (
+        {"action": "approve", "draft_id": "05f7c850cc43"}, "")
+    for bad in (5, "", "x" * 65, ["a"]):
+        review, error = check_reply({"action": "approve", "draft_id": bad})
+        assert review == {} and error.startswith("`draft_id` must be the held draft's id")

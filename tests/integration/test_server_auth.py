@@ -80,7 +80,8 @@ def refused(call, *says: str) -> str:  # noqa: ANN001
 def test_a_request_without_a_valid_token_is_refused_in_one_line(server):
     url, _, _ = server
     assert httpx.get(f"{url}/ok").status_code == 200  # the health check stays open
-    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"x-api-key": ""}):
+    # Studio's own scheme header gets no pass either (langgraph.json: disable_studio_auth).
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"x-api-key": ""}, {"x-auth-scheme": "langsmith"}):
         response = httpx.post(f"{url}/assistants/search", json={}, headers=headers)
         assert response.status_code == 401
         assert response.json()["detail"].startswith("no valid token: send Authorization: Bearer <token>")
