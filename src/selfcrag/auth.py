@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid5
 
-from langgraph_sdk import Auth
+from langgraph_sdk import Auth, get_client
 
 from selfcrag.context import OperatorSettings
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
@@ -144,10 +144,24 @@ async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, st
     raise refuse(403, "a thread's state and metadata are written only by the graph (and the operator)")
 
 
-def review_may_hold(context: dict[str, Any]) -> bool:
-    """Whether a run with this `context` may end held for review (the operator's setting, or the run's)."""
-    asked = context.get("human_review")
-    return _operator_settings().human_review or asked not in (None, False, 0, "false", "0", "")
+OFF = (False, 0, "false", "0", "")
+
+
+def turned_on(context: dict[str, Any]) -> bool:
+    return context.get("human_review") not in (None, *OFF)
+
+
+async def review_required(assistant_id: Any) -> bool:
+    """Whether the operator turned human review on: in the environment, or in the run's assistant's context (read
+    in process, with LangGraph's client without a URL). An assistant that cannot be read counts as on."""
+    if _operator_settings().human_review:
+        return True
+    try:
+        assistant = await get_client().assistants.get(str(assistant_id))
+    except Exception:  # noqa: BLE001 (fail closed: whatever went wrong, review stays a gate)
+        return True
+    context = assistant.get("context")
+    return turned_on(context) if isinstance(context, dict) else False
 
 
 @auth.on.threads.create_run
@@ -172,10 +186,11 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
             raise refuse(403, "a reviewer's command carries only `resume`: thread state is written by the graph")
         return None  # a reviewer decides on any thread
     context = kwargs.get("context") or {}
-    if _operator_settings().human_review and context.get("human_review") in (False, 0, "false", "0"):
+    required = await review_required(value.get("assistant_id"))
+    if required and context.get("human_review") in OFF and "human_review" in context:
         raise refuse(403, "human review is on for this deployment: a run may not turn it off")
     modes = set(kwargs.get("stream_mode") or [])
-    if user(ctx, "streaming") and review_may_hold(context) and modes - HELD_STREAM_MODES:
+    if user(ctx, "streaming") and modes - HELD_STREAM_MODES and (required or turned_on(context)):
         raise refuse(403, f"a run that may be held for review streams only {sorted(HELD_STREAM_MODES)} to its "
                           f"asker, not {sorted(modes - HELD_STREAM_MODES)}; its answer comes from runs.wait or "
                           "runs.join")  # fmt: skip

@@ -3,8 +3,8 @@ two askers and a reviewer driven through `langgraph_sdk`. Each finding of issue 
 another asker's threads, resuming or approving as an asker, reading a held draft (state, history, interrupts, the
 thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token.
 
-One server for the whole module (each start costs seconds of CPU); human review is the operator's setting, so
-every answer an asker gets is one a reviewer could have held.
+One server for the whole module (each start costs seconds of CPU); the operator turns human review on for the
+assistant, so every answer an asker gets is one a reviewer could have held.
 """
 
 from __future__ import annotations
@@ -30,9 +30,14 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     identities = work / "identities.json"
     tokens = {name: add(identities, name, role) for name, role in
               [("alice", "asker"), ("bob", "asker"), ("carol", "reviewer"), ("olga", "operator")]}  # fmt: skip
-    env = {"SELFCRAG_AUTH_FILE": str(identities), "SELFCRAG_HUMAN_REVIEW": "1", "SELFCRAG_HOME": str(work / "home")}
+    env = {"SELFCRAG_AUTH_FILE": str(identities), "SELFCRAG_HOME": str(work / "home")}
     with langgraph_dev(env) as url:
+        # The operator turns human review on for the deployment's assistant (README: SELFCRAG_HUMAN_REVIEW=1).
+        operator = get_sync_client(url=url, api_key=tokens["olga"])
+        (assistant,) = operator.assistants.search(graph_id="selfcrag")
+        operator.assistants.update(assistant["assistant_id"], context={"human_review": True})
         yield url, tokens, identities
+        operator.assistants.update(assistant["assistant_id"], context={})  # `langgraph dev` keeps assistants
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +176,16 @@ def test_assistants_are_read_only_to_clients_and_oversize_bodies_stop_at_the_doo
         refused(lambda c=client: c.assistants.create("selfcrag"), "only the operator may create assistants")
         refused(lambda c=client: c.assistants.delete(assistant_id))
     assert clients["alice"].assistants.get(assistant_id)["graph_id"] == "selfcrag"
+    # An assistant the operator made without review streams every mode to its askers (the door read its context).
+    # Deleted after: `langgraph dev` keeps assistants across restarts, and other tests expect one per graph.
+    relaxed = clients["olga"].assistants.create("selfcrag", assistant_id="5e1fc2a0-0000-4000-8000-000000000001",
+                                                context={"human_review": False}, if_exists="do_nothing")  # fmt: skip
+    try:
+        streamed = list(clients["alice"].runs.stream(None, relaxed["assistant_id"], input={"question": QUESTION},
+                                                     stream_mode="updates"))  # fmt: skip
+    finally:
+        clients["olga"].assistants.delete(relaxed["assistant_id"])
+    assert any(part.event == "updates" and "finalize" in part.data for part in streamed)
     (indexer,) = clients["alice"].assistants.search(graph_id="indexer")  # it writes the deployment's index
     refused(lambda: clients["carol"].runs.wait(None, indexer["assistant_id"], input={"documents": []}),
             "adding documents to the index is the operator's")  # fmt: skip

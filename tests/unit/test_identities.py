@@ -81,3 +81,32 @@ def test_a_server_without_identities_refuses_every_request_saying_how_to_configu
     with pytest.raises(Auth.exceptions.HTTPException) as big:
         door(token, length=1_000_001)
     assert big.value.detail == "the request body has 1,000,001 bytes; at most 1,000,000 (SELFCRAG_MAX_REQUEST_BYTES)"
+
+
+class Assistants:
+    def __init__(self, context: dict[str, object] | None) -> None:
+        self.context = context
+
+    async def get(self, assistant_id: str) -> dict[str, object]:
+        if self.context is None:
+            raise ConnectionError("the server cannot be reached")
+        return {"assistant_id": assistant_id, "context": self.context}
+
+
+class Client:
+    def __init__(self, context: dict[str, object] | None) -> None:
+        self.assistants = Assistants(context)
+
+
+@pytest.mark.parametrize(("operator", "assistant", "required"), [
+    ("", {}, False),
+    ("1", {}, True),
+    ("", {"human_review": True}, True),  # the operator turned review on for this assistant
+    ("", None, True),  # its assistant cannot be read: as if review were on
+])  # fmt: skip
+def test_review_is_required_by_the_operators_environment_or_the_runs_assistant(
+    monkeypatch: pytest.MonkeyPatch, operator: str, assistant: dict[str, object] | None, required: bool
+) -> None:
+    monkeypatch.setenv("SELFCRAG_HUMAN_REVIEW", operator)
+    monkeypatch.setattr(auth, "get_client", lambda: Client(assistant))
+    assert asyncio.run(auth.review_required("a1")) is required
