@@ -27,12 +27,12 @@ from langgraph_sdk import Auth, get_client
 
 from selfcrag.context import OperatorSettings
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
+from selfcrag.review_case import REVIEWS
 
 auth = Auth()
 
 DEVELOPER = Identity("developer", "operator")
 MAX_REQUEST_BYTES = 1_000_000
-REVIEWS = "selfcrag_reviews"  # the store namespace where held drafts wait (selfcrag/review_case.py)
 SETUP = (f"set {FILE_VARIABLE} to an identity file (add a token: python -m selfcrag.identities add NAME ROLE) "
          "or SELFCRAG_AUTH=off for local development")  # fmt: skip
 # Paths an asker never opens: a thread's state and history, joined run and thread streams, copies, the v2
@@ -213,9 +213,9 @@ async def store(ctx: Auth.types.AuthContext, value: Any) -> None:
         return None
     namespace = tuple(value.get("namespace") or ())
     reading = ctx.action in ("get", "search", "list_namespaces")
-    if role(ctx) == "reviewer" and reading and namespace[:1] == (REVIEWS,):
+    if role(ctx) == "reviewer" and reading and namespace[:1] == REVIEWS:
         return None
-    raise refuse(403, f"the store is the operator's (a reviewer reads {REVIEWS})")
+    raise refuse(403, f"the store is the operator's (a reviewer reads {REVIEWS[0]})")
 
 
 @auth.on

@@ -4,9 +4,9 @@ Run by a client that is not a reviewer (an asker on a server with auth, selfcrag
 draft, its citations, evidence and what a rejection would say is missing — goes to the LangGraph store under
 ("selfcrag_reviews", <thread id>), which only reviewers read; the thread's state and the interrupt carry only a
 pointer, and the state loses every other copy of the draft's text (the kept drafts, the speculative draft, the
-unsupported sentences, the answer grader's feedback and the trace's quotes). Everywhere else (the CLI, `ask()`, a
-server without auth, an operator's or a reviewer's own run) whoever reads the thread may read the draft, and the
-case waits in state `draft` as before.
+unsupported sentences, the answer grader's feedback, the trace's quotes) and the passages it was drawn from.
+Everywhere else (the CLI, `ask()`, a server without auth, an operator's or a reviewer's own run) whoever reads the
+thread may read the draft, and the case waits in state `draft` as before.
 
 A decision is a reviewer's: the resume of a run on a server with auth counts only from an identity with the
 `reviewer` permission, and the review record names it. An approve publishes the case as the graph held it (the
@@ -98,6 +98,9 @@ def release() -> None:
 
 
 def sealed_state(trace: list[dict[str, Any]]) -> dict[str, Any]:
-    """The state update that removes every other copy of a sealed draft's text from the thread's state."""
+    """The state update that removes every other copy of a sealed draft's text from the thread's state, and the
+    passages it was drawn from (an extractive draft is their sentences): the case in the store keeps its evidence."""
     quiet = [{k: ("" if k == "draft" else []) if k in QUOTING else v for k, v in step.items()} for step in trace]
-    return {"drafts": [], "speculation": {}, "unsupported_claims": [], "feedback": "", "trace": Overwrite(quiet)}
+    passages: dict[str, list[Any]] = {key: [] for key in ("documents", "knowledge", "evidence", "sources", "set_aside")}
+    return {"drafts": [], "speculation": {}, "unsupported_claims": [], "feedback": "", **passages,
+            "trace": Overwrite(quiet)}
