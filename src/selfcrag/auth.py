@@ -46,6 +46,8 @@ HELD_STREAM_MODES = {"custom"}
 # The `indexer` graph's own assistant (LangGraph names a graph's assistant uuid5(its namespace, graph id)): it
 # writes the deployment's index, so only the operator runs it.
 INDEXER = str(uuid5(UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "indexer"))
+# A run stopped halfway leaves its thread the state it had then, which may hold a draft no check or reviewer saw.
+CANCEL = "only the operator cancels a run: one stopped halfway leaves a draft no reviewer saw in its thread"
 _operator_settings = OperatorSettings()
 _files: dict[str, IdentityFile] = {}
 
@@ -76,7 +78,7 @@ def body_limit() -> int:
 
 
 @auth.authenticate
-async def authenticate(headers: dict[bytes, bytes], path: str, method: str) -> dict[str, Any]:
+async def authenticate(headers: dict[bytes, bytes], path: str, method: str, query_params: Any) -> dict[str, Any]:
     length, limit = headers.get(b"content-length"), body_limit()
     if length is not None and length.isdigit() and int(length) > limit:
         raise refuse(403, f"the request body has {int(length):,} bytes; at most {limit:,} (SELFCRAG_MAX_REQUEST_BYTES)")
@@ -90,6 +92,8 @@ async def authenticate(headers: dict[bytes, bytes], path: str, method: str) -> d
     denied = {"asker": ASKER_DENIED, "reviewer": REVIEWER_DENIED}.get(who.role)
     if denied is not None and denied.search(path):
         raise refuse(403, f"{who.role} {who.name} may not {method} {path}")
+    if who.role != "operator" and str(query_params.get("cancel_on_disconnect", "")).lower() in ("true", "yes", "1"):
+        raise refuse(403, CANCEL)
     # `streaming` tells the run handler whether this request streams the run's events back to its sender.
     return {"identity": who.name, "role": who.role, "permissions": who.permissions,
             "streaming": bool(STREAMING_RUN.match(path))}  # fmt: skip
@@ -139,8 +143,8 @@ async def delete_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, st
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
     if role(ctx) == "operator":
         return None
-    if value.get("action") in ("interrupt", "rollback"):  # cancelling one's own run
-        return {"owner": ctx.user.identity}
+    if value.get("action") in ("interrupt", "rollback"):
+        raise refuse(403, CANCEL)
     raise refuse(403, "a thread's state and metadata are written only by the graph (and the operator)")
 
 
@@ -178,6 +182,8 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
         raise refuse(403, "only the operator starts a run from a chosen checkpoint")
     if kwargs.get("webhook"):
         raise refuse(403, "only the operator sets a webhook")
+    if value.get("multitask_strategy") in ("interrupt", "rollback"):
+        raise refuse(403, CANCEL)
     command = kwargs.get("command")
     if command:
         if role(ctx) != "reviewer":

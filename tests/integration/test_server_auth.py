@@ -148,6 +148,13 @@ def test_askers_cannot_decide_or_write_thread_state_and_reviewers_only_resume(cl
                 "only the operator pauses")  # fmt: skip
     refused(lambda: alice.runs.wait(None, assistant_id, input={"question": QUESTION}, context={"human_review": False}),
             "human review is on for this deployment")  # fmt: skip
+    # A run stopped halfway would leave its unchecked draft in the thread's values: only the operator cancels.
+    other = alice.threads.create()["thread_id"]
+    started = alice.runs.create(other, assistant_id, input={"question": QUESTION})
+    refused(lambda: alice.runs.cancel(other, started["run_id"]), "only the operator cancels a run")
+    refused(lambda: alice.runs.create(other, assistant_id, input={"question": "?"}, multitask_strategy="interrupt"),
+            "only the operator cancels a run")  # fmt: skip
+    alice.runs.join(other, started["run_id"])
     assert clients["carol"].threads.get(thread)["status"] == "interrupted"  # nothing above touched the case
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from langgraph_sdk import Auth
+from starlette.datastructures import QueryParams
 
 from selfcrag import auth
 from selfcrag.identities import Identity, IdentityError, IdentityFile, add, hashed, main
@@ -51,9 +52,10 @@ def test_the_command_prints_the_token_once(tmp_path: Path, capsys: pytest.Captur
     assert main(["add", " ", "asker", "--file", str(path)]) == 2
 
 
-def door(token: str = "", path: str = "/threads", length: int = 2) -> dict[str, object]:
+def door(token: str = "", path: str = "/threads", length: int = 2, query: str = "") -> dict[str, object]:
     headers = {b"authorization": f"Bearer {token}".encode(), b"content-length": str(length).encode()}
-    return asyncio.run(auth.authenticate(headers=headers, path=path, method="POST"))  # type: ignore[no-any-return]
+    answer = auth.authenticate(headers=headers, path=path, method="POST", query_params=QueryParams(query))
+    return asyncio.run(answer)  # type: ignore[no-any-return]
 
 
 def test_a_server_without_identities_refuses_every_request_saying_how_to_configure(
@@ -78,6 +80,9 @@ def test_a_server_without_identities_refuses_every_request_saying_how_to_configu
     with pytest.raises(Auth.exceptions.HTTPException) as denied:
         door(token, path="/threads/x/history")
     assert denied.value.detail == "asker alice may not POST /threads/x/history"
+    with pytest.raises(Auth.exceptions.HTTPException) as cancelling:  # a disconnect would stop the run halfway
+        door(token, path="/threads/x/runs/y/join", query="cancel_on_disconnect=true")
+    assert cancelling.value.detail.startswith("only the operator cancels a run")
     with pytest.raises(Auth.exceptions.HTTPException) as big:
         door(token, length=1_000_001)
     assert big.value.detail == "the request body has 1,000,001 bytes; at most 1,000,000 (SELFCRAG_MAX_REQUEST_BYTES)"
