@@ -129,7 +129,8 @@ def test_human_review_pauses_the_run_and_resumes_through_the_sdk(client, assista
 
     resumed = client.runs.wait(thread, assistant_id, command={"resume": {"action": "edit", "answer": "15 days."}})
     assert resumed["decision"] == "answer" and resumed["answer"] == "15 days."
-    assert resumed["trace"][-1] == {"node": "human_review", "decision": "answer", "reason": "reviewer: edit"}
+    assert resumed["trace"][-1] == {"node": "human_review", "decision": "answer", "reason": "reviewer: edit",
+                                    "reviewer": "developer"}  # auth off: every client is the operator `developer`
     assert resumed["messages"][-1]["content"] == "15 days."
     assert client.threads.get_state(thread)["next"] == []
 

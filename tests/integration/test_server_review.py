@@ -1,11 +1,12 @@
 """Hostile input on the real `langgraph dev` server, driven with `langgraph_sdk`: a thread paused for human review
 that receives an unusable reply stays paused, asks again with an `error`, and still approves; a question that
-is not text, or too long, fails its run with one line saying so."""
+is not text, or too long, fails its run with one line saying so; a body above the server's cap stops at the door."""
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.schema import Command
@@ -17,7 +18,7 @@ BAD_REPLIES = [
     "",
     [],
     {"action": "approve", "answer": {"x": 1}},
-    "x" * 2_000_000,
+    "x" * 200_000,  # bigger bodies stop at the door (test_an_oversize_reply_or_question_stops_at_the_door)
     {"action": "edit"},
     {"action": "edit", "answer": " "},
     {"action": "delete"},
@@ -83,6 +84,18 @@ def test_a_bad_reply_then_an_edit_ends_with_the_reviewed_answer(client, assistan
     assert done["trace"][-1]["reason"] == "reviewer: edit (after 1 unusable reply)"
 
 
+def test_an_oversize_reply_or_question_stops_at_the_door_and_the_thread_stays_reviewable(client, assistant_id):  # noqa: F811
+    thread, before = paused(client, assistant_id)
+    for command, given in ((Command(resume="x" * 2_000_000), None), (None, {"question": "x" * 10_000_000})):
+        with pytest.raises(httpx.HTTPStatusError) as caught:
+            client.runs.wait(thread, assistant_id, command=command, input=given)
+        assert caught.value.response.status_code == 403
+        assert "at most 1,000,000 (SELFCRAG_MAX_REQUEST_BYTES)" in caught.value.response.json()["detail"]
+    assert request_of(client, thread)["draft_answer"] == before["answer"]  # nothing reached the thread
+    done = client.runs.wait(thread, assistant_id, command=Command(resume="approve"))
+    assert done["decision"] == "answer" and done["answer"] == before["answer"]
+
+
 def test_twenty_one_bad_replies_in_a_row_still_pause_and_then_approve(client, assistant_id):  # noqa: F811
     thread, before = paused(client, assistant_id)
     for _ in range(21):
@@ -100,10 +113,10 @@ def test_twenty_one_bad_replies_in_a_row_still_pause_and_then_approve(client, as
         ({"question": ["How long?"]}, "`question` must be a string, got list"),
         ({"question": {"text": "How long?"}}, "`question` must be a string, got dict"),
         ({"question": None}, "the question is empty"),
-        ({"question": "x" * 10_000_000}, "the question has 10,000,000 characters; at most 4,000"),
+        ({"question": "x" * 500_000}, "the question has 500,000 characters; at most 4,000"),
         ({"question": "\x1b[0m\u200b"}, "the question has no visible text"),
     ],
-    ids=["int", "list", "dict", "none", "10MB", "invisible"],
+    ids=["int", "list", "dict", "none", "500KB", "invisible"],
 )
 def test_a_question_that_is_not_usable_fails_the_run_with_one_line(client, assistant_id, given, says):  # noqa: F811
     thread = client.threads.create()["thread_id"]

@@ -43,15 +43,17 @@ def wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: fl
 
 @contextmanager
 def langgraph_dev(env: dict[str, str] | None = None) -> Iterator[str]:
-    """The server's URL. Offline, whatever the developer's shell holds, plus `env`; the test session's index cache
-    is inherited."""
+    """The server's URL. Offline, whatever the developer's shell holds, with auth off (selfcrag/auth.py), plus `env`
+    (SELFCRAG_AUTH_FILE turns auth on); the test session's index cache is inherited."""
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} not found: install the dev extra (pip install -e '.[dev]')")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = Path(tempfile.mkdtemp(prefix="selfcrag-server-")) / "langgraph-dev.log"
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("TAVILY_", "OPENAI_"))}
-    environment |= {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", **(env or {})}
+    # Auth off (the operator's explicit choice for local development) unless the test gives identities.
+    environment |= {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", "SELFCRAG_AUTH": "off",
+                    **(env or {})}  # fmt: skip
     command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,

@@ -7,7 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag import routing
+from selfcrag import review_case, routing
 from selfcrag.chat import close_run
 from selfcrag.components.backend import Components
 from selfcrag.components.terms import coverage, join_pairs, question_terms
@@ -113,6 +113,7 @@ def most_confident(state: State, settings: Context) -> tuple[State, list[dict[st
 def make(components: Components) -> NodeFunction:
     def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
+        trace = list(state.get("trace") or [])
         state, considered = most_confident(state, settings)
         language = language_of(state.get("question", ""))
         minimum, band = settings.thresholds(), settings.caveat_band
@@ -150,9 +151,14 @@ def make(components: Components) -> NodeFunction:
         elif state.get("answer") and settings.human_review and not unreadable:
             why = "; ".join(triggers) or "below the caveat band or ungrounded"
             decision, reason = "human_review", f"{why}; {explained['summary']}"
-            # The draft waits in the interrupt for a person; whoever reads the paused output learns only that.
+            # The case waits for a person (in state, or sealed in the review store: review_case.py); whoever
+            # reads the paused output learns only that it awaits review.
+            case = {"question": state.get("question"), "draft_answer": state["answer"], "reason": reason,
+                    "citations": state.get("citations") or [], "scores": dict(scores), "confidence": value,
+                    "evidence": [{"id": s["id"], "text": s["text"]} for s in state.get("knowledge") or []],
+                    "missing": missing_evidence(state)}  # fmt: skip
             update |= {"answer": messages.phrase("awaits_review", language), "citations": [],
-                       "draft": {"answer": state["answer"], "citations": state.get("citations") or []}}
+                       "draft": review_case.hold(case)}
         else:
             decision = "abstain"
             missing = missing_evidence(state)
@@ -174,6 +180,10 @@ def make(components: Components) -> NodeFunction:
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
              "draft": "" if decision == "human_review" else draft, "drafts": considered}
         ]
+        if decision == "human_review" and update["draft"].get("sealed"):
+            update |= review_case.sealed_state(trace + update["trace"])
+        elif review_case.must_seal():
+            review_case.release()  # an earlier run of this thread held a draft; this one did not
         runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
         # A case for human review ends in human_review, once a person has decided.
         return update if decision == "human_review" else close_run(state, update)

@@ -1,0 +1,231 @@
+"""Who may do what on a shared LangGraph server (`langgraph.json` "auth"): LangGraph's custom auth, with identities
+from the operator's token file (selfcrag/identities.py).
+
+- Every request names a token (`Authorization: Bearer <token>` or `x-api-key: <token>`); no token, an unknown one
+  or a server with no identity file is refused in one line. `SELFCRAG_AUTH=off` is the operator's explicit choice
+  for local development (LangGraph Studio on `langgraph dev`): every request is then the operator `developer`.
+- A thread belongs to the identity that made it (metadata `owner`); an asker reads, searches, runs and deletes only
+  its own. Reviewers read every thread; only a reviewer (or operator) resumes a thread, and only with `resume`.
+- Thread state is written by the graph alone: no client but the operator updates a thread's state or metadata,
+  sends `Command(update=...)`/`goto`, pauses a run where it likes or starts one from an old checkpoint.
+- A held draft is for reviewers (selfcrag/review_case.py keeps it out of an asker's state): an asker may not read
+  a thread's state or history, join a run's stream, or stream a run that may be held in any mode but `custom`.
+- Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
+  and run the other assistants.
+- A request body above SELFCRAG_MAX_REQUEST_BYTES (1 MB) is refused at the door, before it is read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid5
+
+from langgraph_sdk import Auth, get_client
+
+from selfcrag.context import OperatorSettings
+from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
+from selfcrag.review_case import REVIEWS
+
+auth = Auth()
+
+DEVELOPER = Identity("developer", "operator")
+MAX_REQUEST_BYTES = 1_000_000
+SETUP = (f"set {FILE_VARIABLE} to an identity file (add a token: python -m selfcrag.identities add NAME ROLE) "
+         "or SELFCRAG_AUTH=off for local development")  # fmt: skip
+# Paths an asker never opens: a thread's state and history, joined run and thread streams, copies, the v2
+# command endpoint, the store, crons and the MCP/A2A faces. A reviewer reads state and history.
+ASKER_DENIED = re.compile(r"^/threads/[^/]+/(state|history|stream|copy|commands)|^/threads/[^/]+/runs/[^/]+/stream"
+                          r"|^/threads/prune|^/store|/runs/crons|^/mcp|^/a2a")  # fmt: skip
+REVIEWER_DENIED = re.compile(r"^/threads/[^/]+/(stream|copy|commands)|^/threads/prune|/runs/crons|^/mcp|^/a2a")
+STREAMING_RUN = re.compile(r"^(/threads/[^/]+)?/runs/stream$")
+# What an asker may stream from a run that may be held for review: progress events carry no answer text.
+HELD_STREAM_MODES = {"custom"}
+# The `indexer` graph's own assistant (LangGraph names a graph's assistant uuid5(its namespace, graph id)): it
+# writes the deployment's index, so only the operator runs it.
+INDEXER = str(uuid5(UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "indexer"))
+# A run stopped halfway leaves its thread the state it had then, which may hold a draft no check or reviewer saw.
+CANCEL = "only the operator cancels a run: one stopped halfway leaves a draft no reviewer saw in its thread"
+_operator_settings = OperatorSettings()
+_files: dict[str, IdentityFile] = {}
+
+
+def refuse(status: int, detail: str) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(status_code=status, detail=detail)
+
+
+def identity_of(token: str) -> Identity | None:
+    """The identity a token names, under the operator's configuration (raises when there is none)."""
+    path = os.environ.get(FILE_VARIABLE, "").strip()
+    if not path:  # identities, when the operator gave some, win over SELFCRAG_AUTH=off
+        if os.environ.get("SELFCRAG_AUTH", "").strip().lower() == "off":
+            return DEVELOPER
+        raise refuse(401, f"this server has no identities: {SETUP}")
+    known = _files.setdefault(path, IdentityFile(Path(path)))
+    try:
+        return known.lookup(token) if token else None
+    except IdentityError as exc:
+        raise refuse(401, f"this server's identities cannot be read ({exc}): {SETUP}") from None
+
+
+def body_limit() -> int:
+    try:
+        return int(os.environ.get("SELFCRAG_MAX_REQUEST_BYTES", "") or MAX_REQUEST_BYTES)
+    except ValueError:
+        return MAX_REQUEST_BYTES
+
+
+@auth.authenticate
+async def authenticate(headers: dict[bytes, bytes], path: str, method: str, query_params: Any) -> dict[str, Any]:
+    length, limit = headers.get(b"content-length"), body_limit()
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise refuse(403, f"the request body has {int(length):,} bytes; at most {limit:,} (SELFCRAG_MAX_REQUEST_BYTES)")
+    if length is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        raise refuse(403, "a request body of unknown length (chunked) is refused; send Content-Length")
+    bearer = headers.get(b"authorization", b"").decode("latin-1").strip()
+    token = bearer[7:].strip() if bearer.lower().startswith("bearer ") else headers.get(b"x-api-key", b"").decode()
+    who = identity_of(token.strip())
+    if who is None:
+        raise refuse(401, "no valid token: send Authorization: Bearer <token> (ask the operator for one)")
+    denied = {"asker": ASKER_DENIED, "reviewer": REVIEWER_DENIED}.get(who.role)
+    if denied is not None and denied.search(path):
+        raise refuse(403, f"{who.role} {who.name} may not {method} {path}")
+    if who.role != "operator" and str(query_params.get("cancel_on_disconnect", "")).lower() in ("true", "yes", "1"):
+        raise refuse(403, CANCEL)
+    # `streaming` tells the run handler whether this request streams the run's events back to its sender.
+    return {"identity": who.name, "role": who.role, "permissions": who.permissions,
+            "streaming": bool(STREAMING_RUN.match(path))}  # fmt: skip
+
+
+def user(ctx: Auth.types.AuthContext, key: str) -> Any:
+    """A field `authenticate` gave the caller (LangGraph wraps the dict it returned)."""
+    get = getattr(ctx.user, "get", None)
+    return get(key) if callable(get) else None
+
+
+def role(ctx: Auth.types.AuthContext) -> str:
+    return str(user(ctx, "role") or "")
+
+
+def owned(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Stamp the caller as the owner of what it creates, and filter what it may touch to what it owns."""
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict):
+        metadata["owner"] = ctx.user.identity
+    else:
+        value["metadata"] = {"owner": ctx.user.identity}
+    return {"owner": ctx.user.identity}
+
+
+@auth.on.threads.create
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    return owned(ctx, value)
+
+
+@auth.on.threads.read
+async def read_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    return {"owner": ctx.user.identity} if role(ctx) == "asker" else None
+
+
+@auth.on.threads.search
+async def search_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    return {"owner": ctx.user.identity} if role(ctx) == "asker" else None
+
+
+@auth.on.threads.delete
+async def delete_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    return None if role(ctx) == "operator" else {"owner": ctx.user.identity}
+
+
+@auth.on.threads.update
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    if role(ctx) == "operator":
+        return None
+    if value.get("action") in ("interrupt", "rollback"):
+        raise refuse(403, CANCEL)
+    raise refuse(403, "a thread's state and metadata are written only by the graph (and the operator)")
+
+
+OFF = (False, 0, "false", "0", "")
+
+
+def turned_on(context: dict[str, Any]) -> bool:
+    return context.get("human_review") not in (None, *OFF)
+
+
+async def review_required(assistant_id: Any) -> bool:
+    """Whether the operator turned human review on: in the environment, or in the run's assistant's context (read
+    in process, with LangGraph's client without a URL). An assistant that cannot be read counts as on."""
+    if _operator_settings().human_review:
+        return True
+    try:
+        assistant = await get_client().assistants.get(str(assistant_id))
+    except Exception:  # noqa: BLE001 (fail closed: whatever went wrong, review stays a gate)
+        return True
+    context = assistant.get("context")
+    return turned_on(context) if isinstance(context, dict) else False
+
+
+@auth.on.threads.create_run
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    if role(ctx) == "operator":
+        return None
+    if str(value.get("assistant_id")) == INDEXER:
+        raise refuse(403, "adding documents to the index is the operator's")
+    kwargs = value.get("kwargs") or {}
+    configurable = (kwargs.get("config") or {}).get("configurable") or {}
+    if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):
+        raise refuse(403, "only the operator pauses a run at a node (interrupt_before / interrupt_after)")
+    if any(configurable.get(key) for key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map")):
+        raise refuse(403, "only the operator starts a run from a chosen checkpoint")
+    if kwargs.get("webhook"):
+        raise refuse(403, "only the operator sets a webhook")
+    if value.get("multitask_strategy") in ("interrupt", "rollback"):
+        raise refuse(403, CANCEL)
+    command = kwargs.get("command")
+    if command:
+        if role(ctx) != "reviewer":
+            raise refuse(403, "only a reviewer resumes a thread held for review")
+        if set(command) - {"resume"}:
+            raise refuse(403, "a reviewer's command carries only `resume`: thread state is written by the graph")
+        return None  # a reviewer decides on any thread
+    context = kwargs.get("context") or {}
+    required = await review_required(value.get("assistant_id"))
+    if required and context.get("human_review") in OFF and "human_review" in context:
+        raise refuse(403, "human review is on for this deployment: a run may not turn it off")
+    modes = set(kwargs.get("stream_mode") or [])
+    if user(ctx, "streaming") and modes - HELD_STREAM_MODES and (required or turned_on(context)):
+        raise refuse(403, f"a run that may be held for review streams only {sorted(HELD_STREAM_MODES)} to its "
+                          f"asker, not {sorted(modes - HELD_STREAM_MODES)}; its answer comes from runs.wait or "
+                          "runs.join")  # fmt: skip
+    return owned(ctx, value)
+
+
+@auth.on.assistants.read
+async def read_assistant(ctx: Auth.types.AuthContext, value: Any) -> None:
+    return None  # every client reads and runs the deployment's assistants
+
+
+@auth.on.assistants.search
+async def search_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
+    return None
+
+
+@auth.on.store
+async def store(ctx: Auth.types.AuthContext, value: Any) -> None:
+    if role(ctx) == "operator":
+        return None
+    namespace = tuple(value.get("namespace") or ())
+    reading = ctx.action in ("get", "search", "list_namespaces")
+    if role(ctx) == "reviewer" and reading and namespace[:1] == REVIEWS:
+        return None
+    raise refuse(403, f"the store is the operator's (a reviewer reads {REVIEWS[0]})")
+
+
+@auth.on
+async def operator_only(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """Everything not allowed above (assistant writes, crons, ...) is the operator's."""
+    if role(ctx) != "operator":
+        raise refuse(403, f"only the operator may {ctx.action} {ctx.resource}")

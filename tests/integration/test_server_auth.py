@@ -1,0 +1,211 @@
+"""Who may do what on a shared server: a real `langgraph dev` with the operator's identity file (selfcrag/auth.py),
+two askers and a reviewer driven through `langgraph_sdk`. Each finding of issue 23 (scope 1) is tried and refused:
+another asker's threads, resuming or approving as an asker, reading a held draft (state, history, interrupts, the
+thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token.
+
+One server for the whole module (each start costs seconds of CPU); the operator turns human review on for the
+assistant, so every answer an asker gets is one a reviewer could have held.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.schema import Command
+from support.langgraph_server import langgraph_dev
+
+from selfcrag.identities import add
+
+QUESTION = "How long do I have to send back a pair of headphones?"
+HOLD = {"min_confidence": 1.0, "caveat_band": 0.0}  # no answer reaches it: every draft is held for review
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("auth")
+    identities = work / "identities.json"
+    tokens = {name: add(identities, name, role) for name, role in
+              [("alice", "asker"), ("bob", "asker"), ("carol", "reviewer"), ("olga", "operator")]}  # fmt: skip
+    env = {"SELFCRAG_AUTH_FILE": str(identities), "SELFCRAG_HOME": str(work / "home")}
+    with langgraph_dev(env) as url:
+        # The operator turns human review on for the deployment's assistant (README: SELFCRAG_HUMAN_REVIEW=1).
+        operator = get_sync_client(url=url, api_key=tokens["olga"])
+        (assistant,) = operator.assistants.search(graph_id="selfcrag")
+        operator.assistants.update(assistant["assistant_id"], context={"human_review": True})
+        yield url, tokens, identities
+        operator.assistants.update(assistant["assistant_id"], context={})  # `langgraph dev` keeps assistants
+
+
+@pytest.fixture(scope="module")
+def clients(server):
+    url, tokens, _ = server
+    return {name: get_sync_client(url=url, api_key=token) for name, token in tokens.items()}
+
+
+@pytest.fixture(scope="module")
+def assistant_id(clients) -> str:
+    (assistant,) = clients["alice"].assistants.search(graph_id="selfcrag")
+    return assistant["assistant_id"]
+
+
+@pytest.fixture(scope="module")
+def held(clients, assistant_id) -> dict:
+    """Alice's question, held for review: what she got back, and the case as the reviewer reads it."""
+    alice, carol = clients["alice"], clients["carol"]
+    thread = alice.threads.create()["thread_id"]
+    result = alice.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD)
+    case = carol.store.get_item(["selfcrag_reviews"], thread)["value"]
+    return {"thread": thread, "result": result, "case": case}
+
+
+def quoting(found: object, text: str, where: str = "") -> list[str]:
+    """Where in `found` (a JSON value) `text` appears."""
+    if isinstance(found, dict):
+        return [p for k, v in found.items() for p in quoting(v, text, f"{where}.{k}")]
+    if isinstance(found, list):
+        return [p for i, v in enumerate(found) for p in quoting(v, text, f"{where}[{i}]")]
+    return [where] if isinstance(found, str) and text in found else []
+
+
+def refused(call, *says: str) -> str:  # noqa: ANN001
+    """The call fails with 401/403/404 and, when given, a body that says each of `says`."""
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        call()
+    response = caught.value.response
+    assert response.status_code in (401, 403, 404), response.text
+    for text in says:
+        assert text in response.text, response.text
+    return response.text
+
+
+def test_a_request_without_a_valid_token_is_refused_in_one_line(server):
+    url, _, _ = server
+    assert httpx.get(f"{url}/ok").status_code == 200  # the health check stays open
+    # Studio's own scheme header gets no pass either (langgraph.json: disable_studio_auth).
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"x-api-key": ""}, {"x-auth-scheme": "langsmith"}):
+        response = httpx.post(f"{url}/assistants/search", json={}, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["detail"].startswith("no valid token: send Authorization: Bearer <token>")
+
+
+def test_the_held_draft_reaches_the_reviewer_and_nothing_the_asker_can_read(clients, assistant_id, held):
+    alice, thread, case = clients["alice"], held["thread"], held["case"]
+    draft = case["draft_answer"]
+    assert "15 days" in draft and case["question"] == QUESTION and case["citations"]
+    result = held["result"]
+    assert result["decision"] == "human_review" and "awaits review" in result["answer"]
+    listed = [t for t in alice.threads.search(limit=100) if t["thread_id"] == thread]
+    # The output, the interrupt, the thread's values as it and the search show them, the run records:
+    seen = {"output": result, "thread": alice.threads.get(thread), "search": listed, "runs": alice.runs.list(thread)}
+    assert quoting(seen, draft.split(" [doc_")[0]) == []  # the offline draft is an evidence sentence: not that either
+    (interrupt,) = [i for found in alice.threads.get(thread)["interrupts"].values() for i in found]
+    assert interrupt["value"]["review"] == {"store": ["selfcrag_reviews"], "key": thread}
+    assert "draft_answer" not in interrupt["value"] and interrupt["value"]["draft_id"] == case["draft_id"]
+    # Every other way to the draft is closed to the asker: state, history, the store, joined streams.
+    refused(lambda: alice.threads.get_state(thread), "asker alice may not GET")
+    refused(lambda: alice.threads.get_history(thread), "asker alice may not POST")
+    refused(lambda: alice.store.get_item(["selfcrag_reviews"], thread))
+    run_id = alice.runs.list(thread)[0]["run_id"]
+    refused(lambda: list(alice.runs.join_stream(thread, run_id)), "may not GET")
+    # A run that may be held streams only progress events to its asker, and they quote no draft.
+    for mode in ("values", "updates", "debug", "messages", "messages-tuple", "events", "tasks", "checkpoints"):
+        refused(lambda mode=mode: list(alice.runs.stream(None, assistant_id, input={"question": QUESTION},
+                                                         context=HOLD, stream_mode=mode)), "streams only")  # fmt: skip
+    events = list(alice.runs.stream(None, assistant_id, input={"question": QUESTION}, context=HOLD,
+                                    stream_mode="custom"))  # fmt: skip
+    assert any(e.event == "custom" for e in events) and draft not in json.dumps([e.data for e in events])
+
+
+def test_another_asker_cannot_see_search_run_or_resume_a_thread(clients, assistant_id, held):
+    bob, thread = clients["bob"], held["thread"]
+    refused(lambda: bob.threads.get(thread))
+    assert thread not in json.dumps(bob.threads.search(limit=100))
+    assert thread in json.dumps(clients["carol"].threads.search(status="interrupted", limit=100))  # reviewers see all
+    refused(lambda: bob.runs.wait(thread, assistant_id, input={"question": QUESTION}))
+    refused(lambda: bob.runs.wait(thread, assistant_id, command=Command(resume={"action": "approve"})))
+    refused(lambda: bob.threads.delete(thread))
+    own = bob.threads.create(metadata={"owner": "alice"})  # a claimed owner is replaced by the real one
+    assert own["metadata"]["owner"] == "bob"
+
+
+def test_askers_cannot_decide_or_write_thread_state_and_reviewers_only_resume(clients, assistant_id, held):
+    alice, carol, thread = clients["alice"], clients["carol"], held["thread"]
+    forged = {"draft": {"draft_answer": "Forged."}, "answer": "Forged.", "llm_calls": -100000}
+    refused(lambda: alice.runs.wait(thread, assistant_id, command=Command(resume={"action": "approve"})),
+            "only a reviewer resumes")  # fmt: skip
+    refused(lambda: alice.runs.wait(thread, assistant_id, command=Command(update=forged, resume={"action": "approve"})))
+    refused(lambda: carol.runs.wait(thread, assistant_id, command=Command(update=forged, resume={"action": "approve"})),
+            "carries only `resume`")  # fmt: skip
+    refused(lambda: alice.threads.update_state(thread, forged, as_node="prepare"))
+    refused(lambda: carol.threads.update_state(thread, forged, as_node="prepare"), "written only by the graph")
+    refused(lambda: alice.threads.update(thread, metadata={"owner": "bob"}), "written only by the graph")
+    for pause in ({"interrupt_after": ["generate"]}, {"interrupt_before": ["finalize"]}):
+        refused(lambda pause=pause: alice.runs.wait(None, assistant_id, input={"question": QUESTION}, **pause),
+                "only the operator pauses")  # fmt: skip
+    refused(lambda: alice.runs.wait(None, assistant_id, input={"question": QUESTION}, context={"human_review": False}),
+            "human review is on for this deployment")  # fmt: skip
+    # A run stopped halfway would leave its unchecked draft in the thread's values: only the operator cancels.
+    other = alice.threads.create()["thread_id"]
+    started = alice.runs.create(other, assistant_id, input={"question": QUESTION})
+    refused(lambda: alice.runs.cancel(other, started["run_id"]), "only the operator cancels a run")
+    refused(lambda: alice.runs.create(other, assistant_id, input={"question": "?"}, multitask_strategy="interrupt"),
+            "only the operator cancels a run")  # fmt: skip
+    alice.runs.join(other, started["run_id"])
+    assert clients["carol"].threads.get(thread)["status"] == "interrupted"  # nothing above touched the case
+
+
+def test_the_reviewer_approves_what_they_read_and_the_record_names_them(clients, assistant_id, held):
+    alice, carol, thread, case = clients["alice"], clients["carol"], held["thread"], held["case"]
+    stale = carol.runs.wait(thread, assistant_id, command=Command(resume={"action": "approve", "draft_id": "0" * 12}))
+    assert stale["decision"] == "human_review"  # a draft other than the one held decides nothing
+    assert "is not the one held now" in carol.threads.get_state(thread)["interrupts"][0]["value"]["error"]
+    done = carol.runs.wait(thread, assistant_id,
+                           command=Command(resume={"action": "approve", "draft_id": case["draft_id"]}))  # fmt: skip
+    assert done["decision"] == "answer" and done["answer"] == case["draft_answer"]
+    assert done["trace"][-1] == {"node": "human_review", "decision": "answer",
+                                 "reason": "reviewer: approve (after 1 unusable reply)",
+                                 "reviewer": "carol"}  # fmt: skip
+    assert carol.threads.get_state(thread)["values"]["review"]["reviewer"] == "carol"
+    assert alice.threads.get(thread)["values"]["answer"] == case["draft_answer"]  # now the asker's to read
+    assert carol.store.get_item(["selfcrag_reviews"], thread) is None  # decided: the case waits no more
+
+
+def test_assistants_are_read_only_to_clients_and_oversize_bodies_stop_at_the_door(server, clients, assistant_id):
+    url, tokens, _ = server
+    for name in ("alice", "carol"):
+        client = clients[name]
+        refused(lambda c=client: c.assistants.update(assistant_id, context={"max_llm_calls": 0}),
+                "only the operator may update assistants")  # fmt: skip
+        refused(lambda c=client: c.assistants.create("selfcrag"), "only the operator may create assistants")
+        refused(lambda c=client: c.assistants.delete(assistant_id))
+    assert clients["alice"].assistants.get(assistant_id)["graph_id"] == "selfcrag"
+    # An assistant the operator made without review streams every mode to its askers (the door read its context).
+    # Deleted after: `langgraph dev` keeps assistants across restarts, and other tests expect one per graph.
+    relaxed = clients["olga"].assistants.create("selfcrag", assistant_id="5e1fc2a0-0000-4000-8000-000000000001",
+                                                context={"human_review": False}, if_exists="do_nothing")  # fmt: skip
+    try:
+        streamed = list(clients["alice"].runs.stream(None, relaxed["assistant_id"], input={"question": QUESTION},
+                                                     stream_mode="updates"))  # fmt: skip
+    finally:
+        clients["olga"].assistants.delete(relaxed["assistant_id"])
+    assert any(part.event == "updates" and "finalize" in part.data for part in streamed)
+    (indexer,) = clients["alice"].assistants.search(graph_id="indexer")  # it writes the deployment's index
+    refused(lambda: clients["carol"].runs.wait(None, indexer["assistant_id"], input={"documents": []}),
+            "adding documents to the index is the operator's")  # fmt: skip
+    response = httpx.post(f"{url}/runs/wait", headers={"Authorization": f"Bearer {tokens['alice']}"},
+                          json={"assistant_id": assistant_id, "input": {"question": "x" * 2_000_000}})  # fmt: skip
+    assert response.status_code == 403
+    sent = len(response.request.content)
+    limit = "at most 1,000,000 (SELFCRAG_MAX_REQUEST_BYTES)"
+    assert response.json()["detail"] == f"the request body has {sent:,} bytes; {limit}"
+
+
+def test_a_token_added_while_the_server_runs_works_at_once(server):
+    url, _, identities = server
+    token = add(Path(identities), "dave", "asker")
+    dave = get_sync_client(url=url, api_key=token)
+    assert dave.threads.create()["metadata"]["owner"] == "dave"

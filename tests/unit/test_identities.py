@@ -1,0 +1,117 @@
+"""The operator's identity file and the door of selfcrag/auth.py, in process (the real server:
+tests/integration/test_server_auth.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import Auth
+from starlette.datastructures import QueryParams
+
+from selfcrag import auth
+from selfcrag.identities import Identity, IdentityError, IdentityFile, add, hashed, main
+
+
+def test_a_token_is_stored_only_as_its_hash_and_names_its_identity(tmp_path: Path) -> None:
+    path = tmp_path / "ids.json"
+    token = add(path, "alice", "asker")
+    assert token not in path.read_text() and hashed(token) in path.read_text()
+    assert path.stat().st_mode & 0o077 == 0  # the owner's alone
+    assert IdentityFile(path).lookup(token) == Identity("alice", "asker")
+    assert IdentityFile(path).lookup(token + "x") is None
+    assert Identity("carol", "reviewer").permissions == ["asker", "reviewer"]
+
+
+def test_the_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "ids.json"
+    add(path, "alice", "asker")
+    known = IdentityFile(path)
+    later = add(path, "bob", "reviewer")
+    assert known.lookup(later) == Identity("bob", "reviewer")
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"tokens": [{"identity": "a", "role": "asker"}]}',
+                                  '{"tokens": [{"sha256": "' + "0" * 64 + '", "identity": "a", "role": "admin"}]}'])
+def test_a_bad_file_is_one_line(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "ids.json"
+    path.write_text(text)
+    with pytest.raises(IdentityError) as caught:
+        IdentityFile(path).lookup("x")
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_the_command_prints_the_token_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ids.json"
+    assert main(["add", "carol", "reviewer", "--file", str(path)]) == 0
+    token = capsys.readouterr().out.strip()
+    assert json.loads(path.read_text())["tokens"][0] == {"sha256": hashed(token), "identity": "carol",
+                                                         "role": "reviewer"}  # fmt: skip
+    assert main(["add", " ", "asker", "--file", str(path)]) == 2
+
+
+def door(token: str = "", path: str = "/threads", length: int = 2, query: str = "") -> dict[str, object]:
+    headers = {b"authorization": f"Bearer {token}".encode(), b"content-length": str(length).encode()}
+    answer = auth.authenticate(headers=headers, path=path, method="POST", query_params=QueryParams(query))
+    return asyncio.run(answer)  # type: ignore[no-any-return]
+
+
+def test_a_server_without_identities_refuses_every_request_saying_how_to_configure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SELFCRAG_AUTH_FILE", raising=False)
+    monkeypatch.delenv("SELFCRAG_AUTH", raising=False)
+    with pytest.raises(Auth.exceptions.HTTPException) as caught:
+        door("anything")
+    assert caught.value.status_code == 401
+    assert caught.value.detail == (
+        "this server has no identities: set SELFCRAG_AUTH_FILE to an identity file (add a token: python -m "
+        "selfcrag.identities add NAME ROLE) or SELFCRAG_AUTH=off for local development")
+    monkeypatch.setenv("SELFCRAG_AUTH", "off")  # the explicit choice: everyone is the developer operator
+    assert door()["identity"] == "developer" and door()["role"] == "operator"
+    path = tmp_path / "ids.json"
+    token = add(path, "alice", "asker")
+    monkeypatch.setenv("SELFCRAG_AUTH_FILE", str(path))  # identities win over `off`
+    assert door(token)["identity"] == "alice"
+    with pytest.raises(Auth.exceptions.HTTPException):
+        door("")
+    with pytest.raises(Auth.exceptions.HTTPException) as denied:
+        door(token, path="/threads/x/history")
+    assert denied.value.detail == "asker alice may not POST /threads/x/history"
+    with pytest.raises(Auth.exceptions.HTTPException) as cancelling:  # a disconnect would stop the run halfway
+        door(token, path="/threads/x/runs/y/join", query="cancel_on_disconnect=true")
+    assert cancelling.value.detail.startswith("only the operator cancels a run")
+    with pytest.raises(Auth.exceptions.HTTPException) as big:
+        door(token, length=1_000_001)
+    assert big.value.detail == "the request body has 1,000,001 bytes; at most 1,000,000 (SELFCRAG_MAX_REQUEST_BYTES)"
+
+
+class Assistants:
+    def __init__(self, context: dict[str, object] | None) -> None:
+        self.context = context
+
+    async def get(self, assistant_id: str) -> dict[str, object]:
+        if self.context is None:
+            raise ConnectionError("the server cannot be reached")
+        return {"assistant_id": assistant_id, "context": self.context}
+
+
+class Client:
+    def __init__(self, context: dict[str, object] | None) -> None:
+        self.assistants = Assistants(context)
+
+
+@pytest.mark.parametrize(("operator", "assistant", "required"), [
+    ("", {}, False),
+    ("1", {}, True),
+    ("", {"human_review": True}, True),  # the operator turned review on for this assistant
+    ("", None, True),  # its assistant cannot be read: as if review were on
+])  # fmt: skip
+def test_review_is_required_by_the_operators_environment_or_the_runs_assistant(
+    monkeypatch: pytest.MonkeyPatch, operator: str, assistant: dict[str, object] | None, required: bool
+) -> None:
+    monkeypatch.setenv("SELFCRAG_HUMAN_REVIEW", operator)
+    monkeypatch.setattr(auth, "get_client", lambda: Client(assistant))
+    assert asyncio.run(auth.review_required("a1")) is required
