@@ -17,6 +17,7 @@ from typing import Any
 
 from selfcrag.components import loaders
 from selfcrag.components.base import Passage
+from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
 
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
@@ -92,6 +93,9 @@ class _Collector:
         self.skipped.append(problem)
 
     def add(self, doc: SourceDocument, file: Path | str, line: int = 0) -> None:
+        # Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters
+        # inside Latin words (sanitize.clean_document).
+        doc = SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text))
         # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
         if doc.doc_id in self._owners:
             first_file, first_line = self._owners[doc.doc_id]

@@ -3,7 +3,8 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
 
 - `.md`, `.markdown`, `.txt`: UTF-8 text as it is.
 - `.html`, `.htm`: the visible text (beautifulsoup4 with Python's own parser; scripts, styles and other
-  non-text elements dropped) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it keeps the text of
+  non-text elements dropped, and so are comments and hidden elements: a reader never sees them, so they are a
+  place to plant instructions, not to inform) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it keeps the text of
   `<script>` and `<style>` and needs lxml by default.
 - `.csv`: one document per row, each as `column: value` lines (blank cells left out). A row is the unit a table
   is asked about ("what does plan X cost?"), a whole file would be cut into chunks across rows, and a row-level id
@@ -30,6 +31,9 @@ _NEEDS = {".html": ("bs4", "beautifulsoup4"), ".htm": ("bs4", "beautifulsoup4"),
           ".docx": ("docx2txt", "docx2txt")}  # fmt: skip
 # Elements whose content is never visible text.
 _INVISIBLE = ("script", "style", "noscript", "template", "svg", "head")
+# Inline styles that hide an element from every reader.
+_HIDDEN_STYLE = re.compile(
+    r"display\s*:\s*none|visibility\s*:\s*hidden|(?:font-size|opacity)\s*:\s*0(?![.\d]*[1-9])", re.I)
 # Elements that start a new line of text (HTML's block elements, and line breaks).
 _BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "tr", "pre", "blockquote",
            "section", "article", "header", "footer", "aside", "nav", "main", "table", "ul", "ol", "dl", "figcaption",
@@ -94,13 +98,19 @@ def _text(path: Path) -> list[Part]:
 
 
 def _html(path: Path) -> list[Part]:
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup, NavigableString
 
     # Bytes: BeautifulSoup reads the page's own <meta charset> (or guesses) instead of assuming UTF-8.
     soup = BeautifulSoup(path.read_bytes(), "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for element in soup(_INVISIBLE):
         element.decompose()
+    for element in soup.find_all(_hidden):
+        element.decompose()
+    # Comments, doctype, CDATA, processing instructions: strings of a subclass, never shown. Removed before the
+    # strings are rewritten below, which would turn them into plain text.
+    for node in soup.find_all(string=lambda s: type(s) is not NavigableString):
+        node.extract()
     # A line break in the source is a space; a block element (paragraph, heading, list item, row) is a line.
     for node in soup.find_all(string=True):
         node.replace_with(re.sub(r"\s+", " ", node))  # keeps the space around an inline element: "costs <b>12"
@@ -109,6 +119,12 @@ def _html(path: Path) -> list[Part]:
         element.insert_after("\n")
     lines = (line.strip() for line in soup.get_text().split("\n"))
     return [Part("\n".join(line for line in lines if line), title or None)]
+
+
+def _hidden(element: object) -> bool:
+    attrs = getattr(element, "attrs", None) or {}
+    return ("hidden" in attrs or str(attrs.get("aria-hidden", "")).lower() == "true"
+            or bool(_HIDDEN_STYLE.search(str(attrs.get("style", "")))))
 
 
 def _csv(path: Path) -> list[Part]:
