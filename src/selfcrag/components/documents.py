@@ -7,10 +7,11 @@ index is about vectors, keywords and their persistence.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from selfcrag.components.base import Passage
 from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
 
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
 
 
@@ -80,8 +82,9 @@ class LoadedDocuments:
 class _Collector:
     """Documents in input order, with what was skipped; `strict` turns the first skip into the error."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, limits: loaders.Limits) -> None:
         self.strict = strict
+        self.limits = limits
         self.documents: list[SourceDocument] = []
         self.skipped: list[Skipped] = []
         self._owners: dict[str, tuple[str, int]] = {}  # doc id -> the file and line it came from
@@ -108,7 +111,7 @@ class _Collector:
 
     def file(self, path: Path, doc_id: str, source: str) -> None:
         try:
-            parts = loaders.read_file(path)
+            parts = loaders.read_file(path, self.limits)
         except loaders.Unreadable as exc:
             self.skip(path, 0, str(exc))
             return
@@ -119,13 +122,61 @@ class _Collector:
                 self.add(SourceDocument(doc_id=part_id, title=title, source=source, text=part.text), path)
 
 
+def _walk(root: Path) -> Iterator[tuple[Path, str]]:
+    """(path, "") for every regular file under `root` (hidden files and OS/editor leftovers left out), and (path,
+    why) for what is not read: a symlink that leaves the folder (`/etc/passwd` is not the folder's document), a
+    symlink loop, a broken symlink, a symlinked folder (read where it lies, once), a device, pipe or socket."""
+    base = root.resolve()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(folder.iterdir(), reverse=True)
+        except OSError as exc:
+            yield folder, f"cannot read folder ({exc.strerror or exc})"
+            continue
+        for path in entries:
+            if loaders.ignored(path.relative_to(root)):
+                continue
+            if path.is_symlink() and (problem := _symlink_problem(path, base)):
+                yield path, problem
+                continue
+            if path.is_dir():
+                if not path.is_symlink():
+                    stack.append(path)
+            elif path.is_file():
+                yield path, ""
+            else:
+                yield path, "not a regular file (a device, pipe or socket)"
+
+
+def _symlink_problem(path: Path, base: Path) -> str:
+    """Why a symlink inside the folder is not followed ("" when it points to a file inside the folder)."""
+    try:
+        target = path.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop so
+        return f"symlink loop ({path.readlink()} leads back to itself); not followed"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"symlink loop ({path.readlink()} leads back to itself); not followed"
+        return f"broken symlink (to {path.readlink()}); nothing to read"
+    if not target.is_relative_to(base):
+        return f"symlink to {target}, outside the ingested folder: refused"
+    if target.is_dir():
+        if path.resolve().parent.is_relative_to(target):
+            return f"symlink loop (to {target}, a folder that holds it); not followed"
+        return f"symlink to the folder {target.relative_to(base)}; read there, not twice"
+    return ""
+
+
 def _folder_documents(root: Path, out: _Collector) -> None:
     """Every file under `root` that is not hidden or an OS/editor leftover (loaders.ignored): read if its type is
     supported, else reported as skipped, so a folder never loses a document without a word."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if loaders.ignored(rel) or not path.is_file():
+    for path, problem in sorted(_walk(root)):
+        if problem:
+            out.skip(path, 0, problem)
             continue
+        rel = path.relative_to(root)
         suffix = path.suffix.lower()
         if suffix == ".jsonl":
             _jsonl_documents(path, out)
@@ -166,19 +217,38 @@ def _jsonl_record(line: bytes) -> tuple[str, str, str]:
 def _jsonl_documents(path: Path, out: _Collector) -> None:
     # Bytes, line by line: only \n ends a record (str.splitlines would also cut at a U+2028 inside a text),
     # and one line in another encoding costs that line, not the file.
+    # A record is read up to a bound (JSON may spell a character in 6 bytes): a 200 MB line is skipped, not held.
+    longest = out.limits.document_chars * 6 + 4096
     try:
         with path.open("rb") as lines:
-            for lineno, line in enumerate(lines, 1):
+            for lineno, line in enumerate(_bounded_lines(lines, longest), 1):
+                if line is None:
+                    out.skip(path, lineno, f"record longer than {longest:,} bytes (max_ingest_document_chars, "
+                             "SELFCRAG_MAX_INGEST_DOCUMENT_CHARS)")
+                    continue
                 if not line.strip():
                     continue
                 try:
                     doc_id, title, text = _jsonl_record(line)
+                    if problem := out.limits.too_long(text):
+                        raise ValueError(problem)
                 except ValueError as exc:
                     out.skip(path, lineno, str(exc))
                     continue
                 out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text), path, lineno)
     except OSError as exc:
         out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
+
+
+def _bounded_lines(handle: Any, longest: int) -> Iterator[bytes | None]:
+    """The file's lines, each read up to `longest` bytes; None for a longer line (its rest read and dropped)."""
+    while line := handle.readline(longest + 1):
+        if len(line) > longest and not line.endswith(b"\n"):
+            while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def _document_id(doc: Any, position: int, shared_sources: set[str]) -> str:
@@ -206,6 +276,9 @@ def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():
             out.skip(where, 0, "empty page_content")
             continue
+        if problem := out.limits.too_long(doc.page_content):
+            out.skip(where, 0, problem)
+            continue
         doc_id = _document_id(doc, position, shared)
         meta = doc.metadata or {}
         title = meta.get("title")
@@ -216,17 +289,20 @@ def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
         ), where)
 
 
-def read_documents(sources: Iterable[str | Path | Any], strict: bool = False) -> LoadedDocuments:
+def read_documents(sources: Iterable[str | Path | Any], strict: bool = False,
+                   limits: loaders.Limits | None = None) -> LoadedDocuments:
     """Documents from folders (every supported type, recursively), single files, JSONL corpora and LangChain
     `Document`s, and the inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text,
     wrong types, a repeated id), a file that cannot be read or whose reader is not installed, a file of a type
     ingest does not read in a folder, an empty Document. One bad record in a million should not cost the other
-    999,999; `strict` makes the first one an IngestError instead. A missing path, a single file of an unsupported
-    type or of a type whose reader is not installed, or an input with nothing usable left is always an error."""
+    999,999; `strict` makes the first one an IngestError instead. `limits` bound every read (None: the operator's
+    `max_ingest_*` settings from the environment); a file or record beyond them is skipped like a bad one. A
+    missing path, a single file of an unsupported type or of a type whose reader is not installed, or an input
+    with nothing usable left is always an error."""
     from langchain_core.documents import Document
 
     sources = list(sources)
-    out = _Collector(strict)
+    out = _Collector(strict, limits or loaders.Limits.from_env())
     documents = [(n, source) for n, source in enumerate(sources) if isinstance(source, Document)]
     for raw in sources:
         if isinstance(raw, Document):
@@ -279,19 +355,57 @@ def _separators(text: str, sentences: list[str]) -> list[str]:
     return seps
 
 
+# A long sentence stays whole up to this many times a chunk's size (a fact is not cut mid-sentence); past it
+# (a minified line, a base64 dump, a 200 MB line of one character) it is cut into chunk-sized pieces, by words
+# and, where a "word" is too long, by characters, so no embedding tokenizer is ever handed a giant string.
+_WHOLE_SENTENCE = 4
+# Characters a chunk may hold per word of its size: English words average about six.
+_CHARS_PER_WORD = 12
+_PIECE = re.compile(r"\S+\s*")
+
+
+def _cost(text: str) -> int:
+    """A text's size in words for chunking: its words, or its characters / `_CHARS_PER_WORD` when that is more
+    (ordinary text never: only runs without spaces)."""
+    return max(approx_tokens(text), len(text) // _CHARS_PER_WORD)
+
+
+def _bounded(sentence: str, max_words: int) -> list[str]:
+    """The sentence, or when it is over `_WHOLE_SENTENCE` chunks long, pieces of at most `max_words` words and
+    `max_words * _CHARS_PER_WORD` characters (Chinese: `max_words` characters)."""
+    if len(sentence) <= max_words or _cost(sentence) <= _WHOLE_SENTENCE * max_words:
+        return [sentence]
+    longest = max_words * _CHARS_PER_WORD
+    pieces: list[str] = []
+    current, size = "", 0
+    for match in _PIECE.finditer(sentence):
+        word = match.group(0)
+        cap = max_words if _CJK_RUN.search(word) else longest
+        for start in range(0, len(word), cap):  # a word longer than a piece is cut by characters
+            part = word[start : start + cap]
+            cost = _cost(part)
+            if current and (size + cost > max_words or len(current) + len(part) > longest):
+                pieces.append(current.rstrip())
+                current, size = "", 0
+            current, size = current + part, size + cost
+    if current.strip():
+        pieces.append(current.rstrip())
+    return pieces
+
+
 def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
-    sentences = split_sentences(text)
+    sentences = [piece for sentence in split_sentences(text) for piece in _bounded(sentence, max_words)]
     seps = _separators(text, sentences)
     groups: list[list[int]] = []
     current: list[int] = []
     for i, sentence in enumerate(sentences):
-        size = sum(approx_tokens(sentences[j]) for j in current)
-        if current and size + approx_tokens(sentence) > max_words:
+        size = sum(_cost(sentences[j]) for j in current)
+        if current and size + _cost(sentence) > max_words:
             groups.append(current)
             # Repeat the last sentence(s) so a fact split across the boundary is whole in one chunk,
             # but never the whole chunk again, and never past the size limit.
             carry = current[-overlap:] if 0 < overlap < len(current) else []
-            if sum(approx_tokens(sentences[j]) for j in carry) + approx_tokens(sentence) > max_words:
+            if sum(_cost(sentences[j]) for j in carry) + _cost(sentence) > max_words:
                 carry = []
             current = list(carry)
         current.append(i)
@@ -301,7 +415,8 @@ def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
 
 
 def chunk_documents(docs: Iterable[SourceDocument], max_words: int = 180, overlap_sentences: int = 1) -> list[Chunk]:
-    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole)."""
+    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole, up to
+    `_WHOLE_SENTENCE` times that; a longer one is cut into pieces)."""
     chunks = []
     for doc in docs:
         for index, text in enumerate(_chunk_text(doc.text, max_words, overlap_sentences)):

@@ -4,8 +4,8 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
 - `.md`, `.markdown`, `.txt`: UTF-8 text as it is.
 - `.html`, `.htm`: the visible text (beautifulsoup4 with Python's own parser; scripts, styles and other
   non-text elements dropped, and so are comments and hidden elements: a reader never sees them, so they are a
-  place to plant instructions, not to inform) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it keeps the text of
-  `<script>` and `<style>` and needs lxml by default.
+  place to plant instructions, not to inform) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it
+  keeps the text of `<script>` and `<style>` and needs lxml by default.
 - `.csv`: one document per row, each as `column: value` lines (blank cells left out). A row is the unit a table
   is asked about ("what does plan X cost?"), a whole file would be cut into chunks across rows, and a row-level id
   lets `--append` replace one changed row without re-embedding the rest. Read with the stdlib `csv` module rather
@@ -14,6 +14,11 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
 - `.docx`: langchain-community's `Docx2txtLoader` (docx2txt).
 
 HTML, PDF and DOCX need the `loaders` extra; a file whose package is missing fails with one line naming it.
+
+Every read is bounded (`Limits`, the operator's `max_ingest_*` settings): a file larger than the cap is refused
+before it is opened, text is read in a stream and refused past the document cap, a DOCX whose zip members unpack
+to more than the unpack cap is refused before docx2txt inflates it, and pypdf's per-stream decompression limits
+are lowered to the same cap. A hostile file costs a skip line, never the process.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import csv
 import importlib.util
 import re
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Any
 
 EXTRA_HINT = "pip install 'selfcrag[loaders]'"
 # The module each reader imports, and the package that provides it.
@@ -40,6 +47,37 @@ _BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd
            "hr", "address", "details", "summary")
 # Files a folder may hold that are nobody's document: OS thumbnails and folder settings.
 _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The size bounds of one ingest (context.py `max_ingest_*`)."""
+
+    file_bytes: int = 50_000_000
+    document_chars: int = 10_000_000
+    unpacked_bytes: int = 200_000_000
+
+    @classmethod
+    def of(cls, settings: Any) -> Limits:
+        return cls(settings.max_ingest_file_bytes, settings.max_ingest_document_chars,
+                   settings.max_ingest_unpacked_bytes)
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        from selfcrag.context import Context
+
+        return cls.of(Context.from_env())
+
+    def too_long(self, text: str) -> str:
+        """Why a document's text is refused ("" when it is within the cap)."""
+        if len(text) <= self.document_chars:
+            return ""
+        return (f"text longer than {self.document_chars:,} characters (max_ingest_document_chars, "
+                "SELFCRAG_MAX_INGEST_DOCUMENT_CHARS); split the document or raise the cap")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 1_000_000 else f"{n:,} bytes"
 
 
 class Unreadable(Exception):
@@ -75,13 +113,22 @@ def missing_package(suffix: str) -> str | None:
     return None
 
 
-def read_file(path: Path) -> list[Part]:
-    """The parts of a supported file (see `suffixes`); Unreadable with the reason otherwise."""
+def read_file(path: Path, limits: Limits | None = None) -> list[Part]:
+    """The parts of a supported file (see `suffixes`) within `limits`; Unreadable with the reason otherwise."""
+    limits = limits or Limits()
     suffix = path.suffix.lower()
     if (problem := missing_package(suffix)) is not None:
         raise Unreadable(problem)
     try:
-        return _READERS[suffix](path)
+        size = path.stat().st_size
+        if size > limits.file_bytes:
+            raise Unreadable(f"file is {_size(size)}, above the {_size(limits.file_bytes)} cap on one file "
+                             "(max_ingest_file_bytes, SELFCRAG_MAX_INGEST_FILE_BYTES)")
+        parts = _READERS[suffix](path, limits)
+        for part in parts:
+            if problem := limits.too_long(part.text):
+                raise Unreadable(problem)
+        return parts
     except Unreadable:
         raise
     except UnicodeDecodeError:
@@ -93,12 +140,19 @@ def read_file(path: Path) -> list[Part]:
         raise Unreadable(f"cannot read {kind} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
-def _text(path: Path) -> list[Part]:
-    return [Part(path.read_text(encoding="utf-8"))]
+def _text(path: Path, limits: Limits) -> list[Part]:
+    # A stream read that stops one character past the cap: a huge file (or one line of it) never sits in memory
+    # whole. (The file cap alone does not bound this: a cap raised for PDFs would let a text file through.)
+    with path.open(encoding="utf-8") as handle:
+        text = handle.read(limits.document_chars + 1)
+    if problem := limits.too_long(text):
+        raise Unreadable(problem)
+    return [Part(text)]
 
 
-def _html(path: Path) -> list[Part]:
-    from bs4 import BeautifulSoup, NavigableString
+def _html(path: Path, limits: Limits) -> list[Part]:
+    from bs4 import BeautifulSoup
+    from bs4.element import NavigableString
 
     # Bytes: BeautifulSoup reads the page's own <meta charset> (or guesses) instead of assuming UTF-8.
     soup = BeautifulSoup(path.read_bytes(), "html.parser")
@@ -127,7 +181,7 @@ def _hidden(element: object) -> bool:
             or bool(_HIDDEN_STYLE.search(str(attrs.get("style", "")))))
 
 
-def _csv(path: Path) -> list[Part]:
+def _csv(path: Path, limits: Limits) -> list[Part]:
     # utf-8-sig: spreadsheets write a BOM before the header; newline="" lets csv read quoted line breaks.
     with path.open(encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.reader(handle))
@@ -150,7 +204,14 @@ def _langchain_loader(loader: object) -> str:
     return "\n\n".join(doc.page_content for doc in documents)
 
 
-def _pdf(path: Path) -> list[Part]:
+def _pdf(path: Path, limits: Limits) -> list[Part]:
+    import pypdf.filters
+
+    # pypdf bounds each decompressed stream (75 MB by default); never more than the operator's unpack cap.
+    for name in ("ZLIB_MAX_OUTPUT_LENGTH", "LZW_MAX_OUTPUT_LENGTH", "MAX_DECLARED_STREAM_LENGTH",
+                 "MAX_ARRAY_BASED_STREAM_OUTPUT_LENGTH", "RUN_LENGTH_MAX_OUTPUT_LENGTH", "JBIG2_MAX_OUTPUT_LENGTH"):
+        if isinstance(current := getattr(pypdf.filters, name, None), int):
+            setattr(pypdf.filters, name, min(current, limits.unpacked_bytes))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import PyPDFLoader
@@ -160,7 +221,14 @@ def _pdf(path: Path) -> list[Part]:
     return [Part(document.page_content, title.strip() if isinstance(title, str) and title.strip() else None)]
 
 
-def _docx(path: Path) -> list[Part]:
+def _docx(path: Path, limits: Limits) -> list[Part]:
+    # A DOCX is a zip: a few KB can declare gigabytes. zipfile never inflates a member past its declared size, so
+    # the declared sizes bound what docx2txt can unpack.
+    with zipfile.ZipFile(path) as archive:
+        unpacked = sum(info.file_size for info in archive.infolist())
+    if unpacked > limits.unpacked_bytes:
+        raise Unreadable(f"unpacks to {_size(unpacked)}, above the {_size(limits.unpacked_bytes)} cap "
+                         "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import Docx2txtLoader

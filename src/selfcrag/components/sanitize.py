@@ -68,10 +68,10 @@ def clean_text(text: str) -> str:
 
 def strip_invisible(text: str) -> str:
     """`text` without control, format (zero-width, bidi, soft hyphen) and replacement characters or lone
-    surrogates; line breaks and tabs kept, whitespace otherwise as it was."""
+    surrogates; whitespace of every kind kept as it was (a PDF's page break, a line separator)."""
     if text.isascii() and text.isprintable():
         return text
-    return "".join(_kept(c) for c in text)
+    return "".join(c if c.isspace() else _kept(c) for c in text)
 
 
 @cache
