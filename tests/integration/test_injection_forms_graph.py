@@ -6,7 +6,6 @@ leetspeak, a JSON role object, traditional Chinese), and web results through the
 from __future__ import annotations
 
 import base64
-from pathlib import Path
 
 import pytest
 from support.tavily_server import TavilyTestServer
