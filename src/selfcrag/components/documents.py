@@ -163,7 +163,7 @@ def _symlink_problem(path: Path, base: Path) -> str:
     if not target.is_relative_to(base):
         return f"symlink to {target}, outside the ingested folder: refused"
     if target.is_dir():
-        if path.resolve().parent.is_relative_to(target):
+        if path.parent.resolve().is_relative_to(target):
             return f"symlink loop (to {target}, a folder that holds it); not followed"
         return f"symlink to the folder {target.relative_to(base)}; read there, not twice"
     return ""
