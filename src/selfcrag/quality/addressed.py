@@ -24,7 +24,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from selfcrag.data_sections import read_sections
 from selfcrag.language import CJK
@@ -45,18 +45,22 @@ _CJK_CHAR = re.compile(f"[{CJK}]")
 
 @dataclass(frozen=True)
 class Words:
-    """The word classes, each entry as a tuple of words (English) or a string (Chinese)."""
+    """The word classes: English entries (tuples of lemmas) by the lemma they start with; Chinese ones as strings."""
 
-    classes: dict[str, frozenset[tuple[str, ...]]]
+    classes: dict[str, dict[str, tuple[tuple[str, ...], ...]]]
     chinese: dict[str, tuple[str, ...]]
     role_start: re.Pattern[str]
 
     def has(self, name: str, tokens: list[str], at: int) -> int:
         """How many tokens the entry of class `name` that starts at `tokens[at]` spans, else 0. In an entry, `...`
         stands for the object of a split verb, up to `_GAP` words ("put ... to one side")."""
-        for entry in self.classes[name]:
-            if end := _match(entry, tokens, at):
-                return end - at
+        if at >= len(tokens):
+            return 0
+        by_first = self.classes[name]
+        for lemma in _forms(tokens[at]):
+            for entry in by_first.get(lemma, ()):
+                if end := _match(entry[1:], tokens, at + 1):
+                    return end - at
         return 0
 
     def any_in(self, name: str, tokens: list[str]) -> bool:
@@ -64,36 +68,42 @@ class Words:
 
 
 def _match(entry: tuple[str, ...], tokens: list[str], at: int) -> int:
-    """The index after `entry` matched at `tokens[at]`, else 0."""
+    """The index after the rest of an entry matched from `tokens[at]`, else 0."""
     if not entry:
         return at
     if entry[0] == "...":
-        rest = entry[1:]
         for skip in range(1, _GAP + 1):
             if at + skip < len(tokens) and tokens[at + skip - 1] not in _BOUNDARY and (
-                    end := _match(rest, tokens, at + skip)):
+                    end := _match(entry[1:], tokens, at + skip)):
                 return end
         return 0
-    if at < len(tokens) and _same(tokens[at], entry[0]):
-        return _match(entry[1:], tokens, at + 1) or (at + 1 if len(entry) == 1 else 0)
+    if at < len(tokens) and entry[0] in _forms(tokens[at]):
+        return _match(entry[1:], tokens, at + 1)
     return 0
 
 
-def _same(token: str, lemma: str) -> bool:
-    """Whether a token is a form of the lemma: itself, plural, past or -ing ("rules", "configured", "ignoring")."""
-    if token == lemma:
-        return True
+@lru_cache(maxsize=65536)
+def _forms(token: str) -> frozenset[str]:
+    """The lemmas a token may be a form of: itself, and without a plural, past or -ing ending ("rules",
+    "configured", "ignoring")."""
+    forms = {token}
     for ending in ("s", "es", "d", "ed", "ing"):
-        if token.endswith(ending) and token[: -len(ending)] in (lemma, lemma.rstrip("e")):
-            return True
-    return False
+        if token.endswith(ending) and len(token) > len(ending) + 1:
+            stem = token[: -len(ending)]
+            forms |= {stem, stem + "e"}
+    return frozenset(forms)
 
 
 @cache
 def words() -> Words:
     sections = read_sections("injection_words.txt", lambda line: [w.strip() for w in line.split(",") if w.strip()])
-    english = {name: frozenset(tuple(e.split()) for e in entries if not _CJK_CHAR.search(e))
-               for name, entries in sections.items() if not name.startswith("zh_")}
+    english: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {}
+    for name, entries in sections.items():
+        by_first: dict[str, list[tuple[str, ...]]] = {}
+        for entry in entries:
+            if not _CJK_CHAR.search(entry):
+                by_first.setdefault(entry.split()[0], []).append(tuple(entry.split()))
+        english[name] = {first: tuple(found) for first, found in by_first.items()}
     chinese = {name: tuple(e for e in entries if _CJK_CHAR.search(e)) for name, entries in sections.items()}
     roles = "|".join(sorted((re.escape(r) for r in sections["roles"]), key=len, reverse=True))
     # "system:", "[assistant]", "(developer)", "<user>", "【系统】": a label that opens the sentence
@@ -113,7 +123,7 @@ def _judge(view: str) -> str:
     w = words()
     if _speaker(view, w):
         return "speaker label"
-    if (role := _JSON_ROLE.search(view)) and role.group(1) in {e[0] for e in w.classes["roles"]}:
+    if (role := _JSON_ROLE.search(view)) and role.group(1) in w.classes["roles"]:
         return "chat role object"
     tokens = _TOKENS.findall(view)
     if _override(tokens, w):

@@ -66,7 +66,9 @@ def _any(found: tuple[re.Pattern[str], ...], text: str | tuple[str, ...]) -> boo
 def _readings(sentence: str) -> tuple[str, ...]:
     """The sentence as the patterns read it: its case kept (some patterns look for capitals), and folded."""
     cased = normalise(strip_invisible(sentence)).translate(confusables())
-    return (cased, *views(sentence))
+    # The patterns ignore case (but for a few capitals-only parts): a view that is only the cased text in lower
+    # case would find nothing more, and searching it doubled the cost.
+    return (cased, *(view for view in views(sentence) if view != cased.lower()))
 
 
 @lru_cache(maxsize=4096)  # titles and sentences recur question after question; the answer depends on the text only
