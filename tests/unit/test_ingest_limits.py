@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 
 import pytest
 from langchain_core.documents import Document
@@ -77,3 +78,34 @@ def test_a_sentence_far_longer_than_a_chunk_is_cut_and_a_long_one_stays_whole():
     assert max(len(text.split()) for text in by_doc["words"]) == 180
     assert max(map(len, by_doc["zh"])) == 180 and "".join(by_doc["zh"]) == chinese.text
     assert by_doc["long"] == [long_sentence.text]
+
+
+def write_pdf_bomb(path, unpacked: int) -> None:
+    """A one-page PDF whose content stream is `unpacked` bytes of spaces before its text, deflated to a few hundred."""
+    content = zlib.compress(b" " * unpacked + b"BT /F1 12 Tf 72 720 Td (Returns take 30 days.) Tj ET", 9)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content) + content + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+
+
+def test_a_pdf_stream_that_decompresses_past_the_cap_is_refused_and_the_cap_is_only_for_that_read(tmp_path):
+    pytest.importorskip("pypdf")
+    bomb = tmp_path / "bomb.pdf"
+    write_pdf_bomb(bomb, 50_000)
+    assert bomb.stat().st_size < SMALL.file_bytes
+    with pytest.raises(loaders.Unreadable, match=r"a stream decompresses past the 10,000 bytes cap"):
+        loaders.read_file(bomb, SMALL)
+    (part,) = loaders.read_file(bomb)  # the default cap: the same file reads
+    assert "Returns take 30 days." in part.text

@@ -18,7 +18,7 @@ HTML, PDF and DOCX need the `loaders` extra; a file whose package is missing fai
 Every read is bounded (`Limits`, the operator's `max_ingest_*` settings): a file larger than the cap is refused
 before it is opened, text is read in a stream and refused past the document cap, a DOCX whose zip members unpack
 to more than the unpack cap is refused before docx2txt inflates it, and pypdf's per-stream decompression limits
-are lowered to the same cap. A hostile file costs a skip line, never the process.
+are lowered to the same cap for the read. A hostile file costs a skip line, never the process.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import importlib.util
 import re
 import warnings
 import zipfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -205,20 +206,38 @@ def _langchain_loader(loader: object) -> str:
 
 
 def _pdf(path: Path, limits: Limits) -> list[Part]:
-    import pypdf.filters
-
-    # pypdf bounds each decompressed stream (75 MB by default); never more than the operator's unpack cap.
-    for name in ("ZLIB_MAX_OUTPUT_LENGTH", "LZW_MAX_OUTPUT_LENGTH", "MAX_DECLARED_STREAM_LENGTH",
-                 "MAX_ARRAY_BASED_STREAM_OUTPUT_LENGTH", "RUN_LENGTH_MAX_OUTPUT_LENGTH", "JBIG2_MAX_OUTPUT_LENGTH"):
-        if isinstance(current := getattr(pypdf.filters, name, None), int):
-            setattr(pypdf.filters, name, min(current, limits.unpacked_bytes))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _pdf_limits(limits.unpacked_bytes):
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import PyPDFLoader
 
-        (document,) = PyPDFLoader(str(path), mode="single").load()
+        try:
+            (document,) = PyPDFLoader(str(path), mode="single").load()
+        except Exception as exc:
+            if type(exc).__name__ != "LimitReachedError":
+                raise
+            raise Unreadable(f"a stream decompresses past the {_size(limits.unpacked_bytes)} cap "
+                             "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?"
+                             ) from None
     title = document.metadata.get("title")
     return [Part(document.page_content, title.strip() if isinstance(title, str) and title.strip() else None)]
+
+
+_PDF_OUTPUTS = ("maximum_declared_stream_length", "array_based_stream_maximum_output_length",
+                "jbig2_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
+                "zlib_maximum_output_length", "brotli_maximum_output_length", "image_maximum_buffer_size")
+
+
+def _pdf_limits(unpacked: int) -> AbstractContextManager[object]:
+    """pypdf's per-stream decompression limits (75 MB each by default) lowered to the unpack cap for this read
+    only (pypdf 6.5+ scopes its configuration to the context; an older pypdf keeps its own defaults)."""
+    import pypdf
+
+    apply = getattr(pypdf, "apply_configuration", None)
+    if apply is None:
+        return nullcontext()
+    current = pypdf.get_configuration()
+    fields = {name: min(getattr(current, name), unpacked) for name in _PDF_OUTPUTS if hasattr(current, name)}
+    return apply(**fields)  # type: ignore[no-any-return]
 
 
 def _docx(path: Path, limits: Limits) -> list[Part]:
