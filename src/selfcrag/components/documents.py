@@ -7,7 +7,6 @@ index is about vectors, keywords and their persistence.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import re
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfcrag.components import loaders
+from selfcrag.components import folders, loaders
 from selfcrag.components.base import Passage
 from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
@@ -122,57 +121,10 @@ class _Collector:
                 self.add(SourceDocument(doc_id=part_id, title=title, source=source, text=part.text), path)
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, str]]:
-    """(path, "") for every regular file under `root` (hidden files and OS/editor leftovers left out), and (path,
-    why) for what is not read: a symlink that leaves the folder (`/etc/passwd` is not the folder's document), a
-    symlink loop, a broken symlink, a symlinked folder (read where it lies, once), a device, pipe or socket."""
-    base = root.resolve()
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = sorted(folder.iterdir(), reverse=True)
-        except OSError as exc:
-            yield folder, f"cannot read folder ({exc.strerror or exc})"
-            continue
-        for path in entries:
-            if loaders.ignored(path.relative_to(root)):
-                continue
-            if path.is_symlink() and (problem := _symlink_problem(path, base)):
-                yield path, problem
-                continue
-            if path.is_dir():
-                if not path.is_symlink():
-                    stack.append(path)
-            elif path.is_file():
-                yield path, ""
-            else:
-                yield path, "not a regular file (a device, pipe or socket)"
-
-
-def _symlink_problem(path: Path, base: Path) -> str:
-    """Why a symlink inside the folder is not followed ("" when it points to a file inside the folder)."""
-    try:
-        target = path.resolve(strict=True)
-    except RuntimeError:  # Python 3.11 reports a loop so
-        return f"symlink loop ({path.readlink()} leads back to itself); not followed"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return f"symlink loop ({path.readlink()} leads back to itself); not followed"
-        return f"broken symlink (to {path.readlink()}); nothing to read"
-    if not target.is_relative_to(base):
-        return f"symlink to {target}, outside the ingested folder: refused"
-    if target.is_dir():
-        if path.parent.resolve().is_relative_to(target):
-            return f"symlink loop (to {target}, a folder that holds it); not followed"
-        return f"symlink to the folder {target.relative_to(base)}; read there, not twice"
-    return ""
-
-
 def _folder_documents(root: Path, out: _Collector) -> None:
     """Every file under `root` that is not hidden or an OS/editor leftover (loaders.ignored): read if its type is
     supported, else reported as skipped, so a folder never loses a document without a word."""
-    for path, problem in sorted(_walk(root)):
+    for path, problem in sorted(folders.walk(root)):
         if problem:
             out.skip(path, 0, problem)
             continue
