@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from selfcrag.context import Context
+
 EXTRA_HINT = "pip install 'selfcrag[loaders]'"
 # The module each reader imports, and the package that provides it.
 _NEEDS = {".html": ("bs4", "beautifulsoup4"), ".htm": ("bs4", "beautifulsoup4"), ".pdf": ("pypdf", "pypdf"),
@@ -54,9 +56,9 @@ _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
 class Limits:
     """The size bounds of one ingest (context.py `max_ingest_*`)."""
 
-    file_bytes: int = 50_000_000
-    document_chars: int = 10_000_000
-    unpacked_bytes: int = 200_000_000
+    file_bytes: int = Context.model_fields["max_ingest_file_bytes"].default
+    document_chars: int = Context.model_fields["max_ingest_document_chars"].default
+    unpacked_bytes: int = Context.model_fields["max_ingest_unpacked_bytes"].default
 
     @classmethod
     def of(cls, settings: Any) -> Limits:
@@ -65,8 +67,6 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        from selfcrag.context import Context
-
         return cls.of(Context.from_env())
 
     def too_long(self, text: str) -> str:

@@ -129,6 +129,10 @@ def _scanned(text: str) -> tuple[str, tuple[str, ...]]:
     return clean, tuple(removed)
 
 
+# Chunks come back question after question: clean each once (chunks are small; whole documents are not cached).
+_cleaned = lru_cache(maxsize=4096)(clean_document)
+
+
 class Removed(TypedDict):
     """One sentence taken out of a passage (or its title) because it addresses the assistant."""
 
@@ -143,7 +147,7 @@ def clean_passages(passages: list[Passage]) -> tuple[list[Passage], list[Removed
     removed: list[Removed] = []
     for passage in passages:
         # cleaned as questions are (invisible characters, look-alikes inside words) whatever the index holds
-        source, title = clean_document(passage["text"]), clean_document(passage["title"] or "")
+        source, title = _cleaned(passage["text"]), _cleaned(passage["title"] or "")
         text, taken = _scanned(source)
         if title and is_instruction(title):
             taken = (title, *taken)
