@@ -180,10 +180,39 @@ def _override(tokens: list[str], w: Words) -> bool:
                 continue
         elif (lead := _imperative(tokens, at, w)) is None:
             continue
-        after = _after(tokens, at + 1)  # the object may stand inside a split verb
-        if w.any_in("directive", after) and (w.any_in("prior", after) or w.any_in("second_person", after + lead)):
+        if _directives_object(tokens, at, size, lead, w):
             return True
     return False
+
+
+def _directives_object(tokens: list[str], at: int, size: int, lead: list[str], w: Words) -> bool:
+    """Whether the verb at `at` (spanning `size` tokens) takes the assistant's directives as its object: a
+    directive noun that heads the phrase after the verb (only determiners and markers like "previous", "your"
+    before it; nothing that makes it another thing after it: "password rules", "the rules section", "prompts to
+    update your browser"), marked as the assistant's by a prior or second-person word."""
+    end = min(len(tokens), at + size + _WINDOW)
+    for i in range(at + 1, end):
+        if tokens[i] in _BOUNDARY and i >= at + size:
+            return False
+        noun = w.has("directive", tokens, i)
+        # the words before the noun, past the verb (a split verb's object starts right after its first word)
+        before = tokens[at + size : i] if i >= at + size else tokens[at + 1 : i]
+        if not noun or not all(_modifier(t, w) for t in before):
+            continue
+        after = i + noun
+        split_verb = after < at + size  # "put the earlier instructions to one side": the verb goes on
+        follows = tokens[after] if after < len(tokens) else "."
+        if not split_verb and follows not in _BOUNDARY and not w.has("directive_end", tokens, after):
+            return False
+        if follows == "to" and not split_verb and not (after + 1 < len(tokens) and _modifier(tokens[after + 1], w)):
+            return False  # "instructions to update ...": about a task, not the assistant
+        rest = _after(tokens, at + 1)
+        return w.any_in("prior", rest) or w.any_in("second_person", rest + lead)
+    return False
+
+
+def _modifier(token: str, w: Words) -> bool:
+    return any(w.has(name, [token], 0) for name in ("modifier", "prior", "second_person"))
 
 
 def _output_command(tokens: list[str], w: Words) -> bool:
