@@ -123,7 +123,7 @@ def _judge(view: str) -> str:
     w = words()
     if _speaker(view, w):
         return "speaker label"
-    if (role := _JSON_ROLE.search(view)) and role.group(1) in w.classes["roles"]:
+    if (role := _JSON_ROLE.search(view)) and role.group(1) in w.classes["chat_roles"]:
         return "chat role object"
     tokens = _TOKENS.findall(view)
     if _override(tokens, w):
