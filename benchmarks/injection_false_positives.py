@@ -4,7 +4,9 @@
 
 Ordinary documents address the reader, never the assistant, so every sentence flagged here is a false alarm:
 the bundled sample KB (English and Chinese), the SQuAD 2.0 dev-sample corpus (285 paragraphs) and the HaluEval QA
-corpus (500 passages) plus HaluEval's right and hallucinated answers. Prints a table with each flagged sentence;
+corpus (500 passages) plus HaluEval's right and hallucinated answers. Prints a table with each flagged sentence,
+then the detection rate on the tuning phrasings (tests/data/injection_tuning.jsonl) and on the held-out ones
+(tests/data/injection_heldout.jsonl, written before the detector and never tuned on), with what each set missed;
 writes benchmarks/results/injection_false_positives.json.
 Data: SQuAD 2.0 (Rajpurkar et al. 2018, CC BY-SA 4.0), HaluEval (Li et al. 2023, MIT). HotpotQA, PopQA and the
 reserved SQuAD articles are not read.
@@ -39,6 +41,16 @@ def measure(name: str, texts: list[tuple[str, str]]) -> dict:
             "flagged_sentences": len(flagged), "flagged": flagged}
 
 
+def detection(name: str) -> dict:
+    """How many of a phrasing set's instructions are removed, and how many of its look-alikes are kept."""
+    path = ROOT / "tests" / "data" / f"injection_{name}.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()][1:]  # 1: the header
+    missed = [r["text"] for r in rows if r["instruction"] and not scan(r["text"])[1]]
+    alarms = [r["text"] for r in rows if not r["instruction"] and scan(r["text"])[1]]
+    return {"set": name, "instructions": sum(r["instruction"] for r in rows), "missed": missed,
+            "look_alikes": sum(not r["instruction"] for r in rows), "false_alarms": alarms}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
@@ -62,8 +74,16 @@ def main() -> None:
     for row in rows:
         for hit in row["flagged"]:
             print(f"  {row['corpus']}: {hit['id']}: {hit['sentence'][:120]}")
+    sets = [detection("tuning"), detection("heldout")]
+    for row in sets:
+        found = row["instructions"] - len(row["missed"])
+        print(f"{row['set']} phrasings: {found} of {row['instructions']} removed, {len(row['false_alarms'])} of "
+              f"{row['look_alikes']} look-alikes flagged")
+        for text in row["missed"] + row["false_alarms"]:
+            print(f"  {'missed' if text in row['missed'] else 'false alarm'}: {text[:120]}")
     out = ROOT / "benchmarks" / "results" / "injection_false_positives.json"
-    out.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    out.write_text(json.dumps({"corpora": rows, "phrasings": sets}, ensure_ascii=False, indent=1) + "\n",
+                   encoding="utf-8")
     print(f"wrote {out.relative_to(ROOT)}")
 
 

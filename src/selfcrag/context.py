@@ -249,6 +249,18 @@ class Context(BaseModel):
         "Let runs of the server's `indexer` graph add documents to `index_dir` (SELFCRAG_ALLOW_INGEST=1); off, the "
         "indexer refuses every run and writes nothing. Never opened to runs.",
     )
+    # --- size bounds on what ingest reads (components/loaders.py); a file beyond one is skipped with a line ---
+    max_ingest_file_bytes: int = operator(
+        50_000_000, "Largest file ingest reads, in bytes (checked before reading); a larger one is skipped.", ge=1
+    )
+    max_ingest_document_chars: int = operator(
+        10_000_000, "Longest document text ingest keeps, in characters (read in a stream, stopped past it); a longer "
+        "one is skipped.", ge=1,
+    )
+    max_ingest_unpacked_bytes: int = operator(
+        200_000_000, "Most bytes a DOCX may unpack to, and one PDF stream may decompress to; more is skipped as a "
+        "decompression bomb.", ge=1,
+    )
 
     # --- speculative generation (model backend; graph.py, nodes/speculate.py) ---
     speculate: bool = run(

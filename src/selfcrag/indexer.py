@@ -97,10 +97,12 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
             raise IngestError("the indexer adds to the operator's index (SELFCRAG_INDEX_DIR), and none is set; "
                               "nothing was written")
         from selfcrag.components.embeddings import embedder_for
+        from selfcrag.components.loaders import Limits
         from selfcrag.ingestion import ingest
 
         documents, skipped = _documents(state.get("documents"))
-        report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings))
+        report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings),
+                        limits=Limits.of(operator))
         return {
             "index_dir": operator.index_dir, "indexed": report.documents, "added": report.added,
             "replaced": report.replaced, "unchanged": report.unchanged, "kept": report.kept,

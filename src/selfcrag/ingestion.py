@@ -29,6 +29,7 @@ from selfcrag.components.atomic_dir import recover_directory
 from selfcrag.components.base import Embedder
 from selfcrag.components.documents import Chunk, Skipped, SourceDocument, chunk_documents, read_documents
 from selfcrag.components.langchain_objects import as_embedder
+from selfcrag.components.loaders import Limits
 from selfcrag.components.retrieval import DOC_HASHES, HybridIndex, _check_replaceable
 
 
@@ -196,11 +197,13 @@ def ingest(
     strict: bool = False,
     embeddings: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
+    limits: Limits | None = None,
 ) -> IngestReport:
     """Index `sources` (paths and/or LangChain Documents) into `index_dir`; see the module docstring for `append`.
     `strict`: the first bad record, unreadable or unsupported file is an IngestError instead of a skip.
     `embeddings`: None (the `embeddings` setting, default local), a LangChain `Embeddings` or an Embedder; an
-    index is read with the embeddings that built it. `on_progress(done, total)` counts texts.
+    index is read with the embeddings that built it. `on_progress(done, total)` counts texts. `limits`: the size
+    bounds of every read (None: the operator's `max_ingest_*` settings from the environment).
     Bad input raises IngestError with one line; the report lists what was skipped and why."""
     from langchain_core.documents import Document
 
@@ -210,7 +213,7 @@ def ingest(
     path = Path(index_dir).expanduser()
     _check_replaceable(path)  # before any embedding: `--index docs/` by mistake fails at once
     embedder = as_embedder(embeddings)
-    loaded = read_documents(sources, strict=strict)
+    loaded = read_documents(sources, strict=strict, limits=limits)
     report = IngestReport(str(index_dir), append, documents=len(loaded.documents), skipped=loaded.skipped)
     with _lock(path):
         existed = _has_index(path)

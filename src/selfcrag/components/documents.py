@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfcrag.components import loaders
+from selfcrag.components import folders, loaders
 from selfcrag.components.base import Passage
+from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
 
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
 
 
@@ -79,8 +81,9 @@ class LoadedDocuments:
 class _Collector:
     """Documents in input order, with what was skipped; `strict` turns the first skip into the error."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, limits: loaders.Limits) -> None:
         self.strict = strict
+        self.limits = limits
         self.documents: list[SourceDocument] = []
         self.skipped: list[Skipped] = []
         self._owners: dict[str, tuple[str, int]] = {}  # doc id -> the file and line it came from
@@ -92,6 +95,9 @@ class _Collector:
         self.skipped.append(problem)
 
     def add(self, doc: SourceDocument, file: Path | str, line: int = 0) -> None:
+        # Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters
+        # inside Latin words (sanitize.clean_document).
+        doc = SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text))
         # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
         if doc.doc_id in self._owners:
             first_file, first_line = self._owners[doc.doc_id]
@@ -104,7 +110,7 @@ class _Collector:
 
     def file(self, path: Path, doc_id: str, source: str) -> None:
         try:
-            parts = loaders.read_file(path)
+            parts = loaders.read_file(path, self.limits)
         except loaders.Unreadable as exc:
             self.skip(path, 0, str(exc))
             return
@@ -118,10 +124,11 @@ class _Collector:
 def _folder_documents(root: Path, out: _Collector) -> None:
     """Every file under `root` that is not hidden or an OS/editor leftover (loaders.ignored): read if its type is
     supported, else reported as skipped, so a folder never loses a document without a word."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if loaders.ignored(rel) or not path.is_file():
+    for path, problem in sorted(folders.walk(root)):
+        if problem:
+            out.skip(path, 0, problem)
             continue
+        rel = path.relative_to(root)
         suffix = path.suffix.lower()
         if suffix == ".jsonl":
             _jsonl_documents(path, out)
@@ -162,19 +169,38 @@ def _jsonl_record(line: bytes) -> tuple[str, str, str]:
 def _jsonl_documents(path: Path, out: _Collector) -> None:
     # Bytes, line by line: only \n ends a record (str.splitlines would also cut at a U+2028 inside a text),
     # and one line in another encoding costs that line, not the file.
+    # A record is read up to a bound (JSON may spell a character in 6 bytes): a 200 MB line is skipped, not held.
+    longest = out.limits.document_chars * 6 + 4096
     try:
         with path.open("rb") as lines:
-            for lineno, line in enumerate(lines, 1):
+            for lineno, line in enumerate(_bounded_lines(lines, longest), 1):
+                if line is None:
+                    out.skip(path, lineno, f"record longer than {longest:,} bytes (max_ingest_document_chars, "
+                             "SELFCRAG_MAX_INGEST_DOCUMENT_CHARS)")
+                    continue
                 if not line.strip():
                     continue
                 try:
                     doc_id, title, text = _jsonl_record(line)
+                    if problem := out.limits.too_long(text):
+                        raise ValueError(problem)
                 except ValueError as exc:
                     out.skip(path, lineno, str(exc))
                     continue
                 out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text), path, lineno)
     except OSError as exc:
         out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
+
+
+def _bounded_lines(handle: Any, longest: int) -> Iterator[bytes | None]:
+    """The file's lines, each read up to `longest` bytes; None for a longer line (its rest read and dropped)."""
+    while line := handle.readline(longest + 1):
+        if len(line) > longest and not line.endswith(b"\n"):
+            while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def _document_id(doc: Any, position: int, shared_sources: set[str]) -> str:
@@ -202,6 +228,9 @@ def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():
             out.skip(where, 0, "empty page_content")
             continue
+        if problem := out.limits.too_long(doc.page_content):
+            out.skip(where, 0, problem)
+            continue
         doc_id = _document_id(doc, position, shared)
         meta = doc.metadata or {}
         title = meta.get("title")
@@ -212,17 +241,20 @@ def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
         ), where)
 
 
-def read_documents(sources: Iterable[str | Path | Any], strict: bool = False) -> LoadedDocuments:
+def read_documents(sources: Iterable[str | Path | Any], strict: bool = False,
+                   limits: loaders.Limits | None = None) -> LoadedDocuments:
     """Documents from folders (every supported type, recursively), single files, JSONL corpora and LangChain
     `Document`s, and the inputs left out: a bad JSONL record (invalid JSON, not an object, no or empty id/text,
     wrong types, a repeated id), a file that cannot be read or whose reader is not installed, a file of a type
     ingest does not read in a folder, an empty Document. One bad record in a million should not cost the other
-    999,999; `strict` makes the first one an IngestError instead. A missing path, a single file of an unsupported
-    type or of a type whose reader is not installed, or an input with nothing usable left is always an error."""
+    999,999; `strict` makes the first one an IngestError instead. `limits` bound every read (None: the operator's
+    `max_ingest_*` settings from the environment); a file or record beyond them is skipped like a bad one. A
+    missing path, a single file of an unsupported type or of a type whose reader is not installed, or an input
+    with nothing usable left is always an error."""
     from langchain_core.documents import Document
 
     sources = list(sources)
-    out = _Collector(strict)
+    out = _Collector(strict, limits or loaders.Limits.from_env())
     documents = [(n, source) for n, source in enumerate(sources) if isinstance(source, Document)]
     for raw in sources:
         if isinstance(raw, Document):
@@ -275,19 +307,57 @@ def _separators(text: str, sentences: list[str]) -> list[str]:
     return seps
 
 
+# A long sentence stays whole up to this many times a chunk's size (a fact is not cut mid-sentence); past it
+# (a minified line, a base64 dump, a 200 MB line of one character) it is cut into chunk-sized pieces, by words
+# and, where a "word" is too long, by characters, so no embedding tokenizer is ever handed a giant string.
+_WHOLE_SENTENCE = 4
+# Characters a chunk may hold per word of its size: English words average about six.
+_CHARS_PER_WORD = 12
+_PIECE = re.compile(r"\S+\s*")
+
+
+def _cost(text: str) -> int:
+    """A text's size in words for chunking: its words, or its characters / `_CHARS_PER_WORD` when that is more
+    (ordinary text never: only runs without spaces)."""
+    return max(approx_tokens(text), len(text) // _CHARS_PER_WORD)
+
+
+def _bounded(sentence: str, max_words: int) -> list[str]:
+    """The sentence, or when it is over `_WHOLE_SENTENCE` chunks long, pieces of at most `max_words` words and
+    `max_words * _CHARS_PER_WORD` characters (Chinese: `max_words` characters)."""
+    if len(sentence) <= max_words or _cost(sentence) <= _WHOLE_SENTENCE * max_words:
+        return [sentence]
+    longest = max_words * _CHARS_PER_WORD
+    pieces: list[str] = []
+    current, size = "", 0
+    for match in _PIECE.finditer(sentence):
+        word = match.group(0)
+        cap = max_words if _CJK_RUN.search(word) else longest
+        for start in range(0, len(word), cap):  # a word longer than a piece is cut by characters
+            part = word[start : start + cap]
+            cost = _cost(part)
+            if current and (size + cost > max_words or len(current) + len(part) > longest):
+                pieces.append(current.rstrip())
+                current, size = "", 0
+            current, size = current + part, size + cost
+    if current.strip():
+        pieces.append(current.rstrip())
+    return pieces
+
+
 def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
-    sentences = split_sentences(text)
+    sentences = [piece for sentence in split_sentences(text) for piece in _bounded(sentence, max_words)]
     seps = _separators(text, sentences)
     groups: list[list[int]] = []
     current: list[int] = []
     for i, sentence in enumerate(sentences):
-        size = sum(approx_tokens(sentences[j]) for j in current)
-        if current and size + approx_tokens(sentence) > max_words:
+        size = sum(_cost(sentences[j]) for j in current)
+        if current and size + _cost(sentence) > max_words:
             groups.append(current)
             # Repeat the last sentence(s) so a fact split across the boundary is whole in one chunk,
             # but never the whole chunk again, and never past the size limit.
             carry = current[-overlap:] if 0 < overlap < len(current) else []
-            if sum(approx_tokens(sentences[j]) for j in carry) + approx_tokens(sentence) > max_words:
+            if sum(_cost(sentences[j]) for j in carry) + _cost(sentence) > max_words:
                 carry = []
             current = list(carry)
         current.append(i)
@@ -297,7 +367,8 @@ def _chunk_text(text: str, max_words: int, overlap: int) -> list[str]:
 
 
 def chunk_documents(docs: Iterable[SourceDocument], max_words: int = 180, overlap_sentences: int = 1) -> list[Chunk]:
-    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole)."""
+    """Sentence-aware chunks of at most `max_words` words (a longer single sentence stays whole, up to
+    `_WHOLE_SENTENCE` times that; a longer one is cut into pieces)."""
     chunks = []
     for doc in docs:
         for index, text in enumerate(_chunk_text(doc.text, max_words, overlap_sentences)):

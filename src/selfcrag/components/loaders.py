@@ -3,8 +3,9 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
 
 - `.md`, `.markdown`, `.txt`: UTF-8 text as it is.
 - `.html`, `.htm`: the visible text (beautifulsoup4 with Python's own parser; scripts, styles and other
-  non-text elements dropped) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it keeps the text of
-  `<script>` and `<style>` and needs lxml by default.
+  non-text elements dropped, and so are comments and hidden elements: a reader never sees them, so they are a
+  place to plant instructions, not to inform) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it
+  keeps the text of `<script>` and `<style>` and needs lxml by default.
 - `.csv`: one document per row, each as `column: value` lines (blank cells left out). A row is the unit a table
   is asked about ("what does plan X cost?"), a whole file would be cut into chunks across rows, and a row-level id
   lets `--append` replace one changed row without re-embedding the rest. Read with the stdlib `csv` module rather
@@ -13,6 +14,11 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
 - `.docx`: langchain-community's `Docx2txtLoader` (docx2txt).
 
 HTML, PDF and DOCX need the `loaders` extra; a file whose package is missing fails with one line naming it.
+
+Every read is bounded (`Limits`, the operator's `max_ingest_*` settings): a file larger than the cap is refused
+before it is opened, text is read in a stream and refused past the document cap, a DOCX whose zip members unpack
+to more than the unpack cap is refused before docx2txt inflates it, and pypdf's per-stream decompression limits
+are lowered to the same cap for the read. A hostile file costs a skip line, never the process.
 """
 
 from __future__ import annotations
@@ -21,8 +27,13 @@ import csv
 import importlib.util
 import re
 import warnings
+import zipfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Any
+
+from selfcrag.context import Context
 
 EXTRA_HINT = "pip install 'selfcrag[loaders]'"
 # The module each reader imports, and the package that provides it.
@@ -30,12 +41,44 @@ _NEEDS = {".html": ("bs4", "beautifulsoup4"), ".htm": ("bs4", "beautifulsoup4"),
           ".docx": ("docx2txt", "docx2txt")}  # fmt: skip
 # Elements whose content is never visible text.
 _INVISIBLE = ("script", "style", "noscript", "template", "svg", "head")
+# Inline styles that hide an element from every reader.
+_HIDDEN_STYLE = re.compile(
+    r"display\s*:\s*none|visibility\s*:\s*hidden|(?:font-size|opacity)\s*:\s*0(?![.\d]*[1-9])", re.I)
 # Elements that start a new line of text (HTML's block elements, and line breaks).
 _BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "tr", "pre", "blockquote",
            "section", "article", "header", "footer", "aside", "nav", "main", "table", "ul", "ol", "dl", "figcaption",
            "hr", "address", "details", "summary")
 # Files a folder may hold that are nobody's document: OS thumbnails and folder settings.
 _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The size bounds of one ingest (context.py `max_ingest_*`)."""
+
+    file_bytes: int = Context.model_fields["max_ingest_file_bytes"].default
+    document_chars: int = Context.model_fields["max_ingest_document_chars"].default
+    unpacked_bytes: int = Context.model_fields["max_ingest_unpacked_bytes"].default
+
+    @classmethod
+    def of(cls, settings: Any) -> Limits:
+        return cls(settings.max_ingest_file_bytes, settings.max_ingest_document_chars,
+                   settings.max_ingest_unpacked_bytes)
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        return cls.of(Context.from_env())
+
+    def too_long(self, text: str) -> str:
+        """Why a document's text is refused ("" when it is within the cap)."""
+        if len(text) <= self.document_chars:
+            return ""
+        return (f"text longer than {self.document_chars:,} characters (max_ingest_document_chars, "
+                "SELFCRAG_MAX_INGEST_DOCUMENT_CHARS); split the document or raise the cap")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 1_000_000 else f"{n:,} bytes"
 
 
 class Unreadable(Exception):
@@ -71,13 +114,22 @@ def missing_package(suffix: str) -> str | None:
     return None
 
 
-def read_file(path: Path) -> list[Part]:
-    """The parts of a supported file (see `suffixes`); Unreadable with the reason otherwise."""
+def read_file(path: Path, limits: Limits | None = None) -> list[Part]:
+    """The parts of a supported file (see `suffixes`) within `limits`; Unreadable with the reason otherwise."""
+    limits = limits or Limits()
     suffix = path.suffix.lower()
     if (problem := missing_package(suffix)) is not None:
         raise Unreadable(problem)
     try:
-        return _READERS[suffix](path)
+        size = path.stat().st_size
+        if size > limits.file_bytes:
+            raise Unreadable(f"file is {_size(size)}, above the {_size(limits.file_bytes)} cap on one file "
+                             "(max_ingest_file_bytes, SELFCRAG_MAX_INGEST_FILE_BYTES)")
+        parts = _READERS[suffix](path, limits)
+        for part in parts:
+            if problem := limits.too_long(part.text):
+                raise Unreadable(problem)
+        return parts
     except Unreadable:
         raise
     except UnicodeDecodeError:
@@ -89,18 +141,31 @@ def read_file(path: Path) -> list[Part]:
         raise Unreadable(f"cannot read {kind} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
-def _text(path: Path) -> list[Part]:
-    return [Part(path.read_text(encoding="utf-8"))]
+def _text(path: Path, limits: Limits) -> list[Part]:
+    # A stream read that stops one character past the cap: a huge file (or one line of it) never sits in memory
+    # whole. (The file cap alone does not bound this: a cap raised for PDFs would let a text file through.)
+    with path.open(encoding="utf-8") as handle:
+        text = handle.read(limits.document_chars + 1)
+    if problem := limits.too_long(text):
+        raise Unreadable(problem)
+    return [Part(text)]
 
 
-def _html(path: Path) -> list[Part]:
+def _html(path: Path, limits: Limits) -> list[Part]:
     from bs4 import BeautifulSoup
+    from bs4.element import NavigableString
 
     # Bytes: BeautifulSoup reads the page's own <meta charset> (or guesses) instead of assuming UTF-8.
     soup = BeautifulSoup(path.read_bytes(), "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for element in soup(_INVISIBLE):
         element.decompose()
+    for element in soup.find_all(_hidden):
+        element.decompose()
+    # Comments, doctype, CDATA, processing instructions: strings of a subclass, never shown. Removed before the
+    # strings are rewritten below, which would turn them into plain text.
+    for node in soup.find_all(string=lambda s: type(s) is not NavigableString):
+        node.extract()
     # A line break in the source is a space; a block element (paragraph, heading, list item, row) is a line.
     for node in soup.find_all(string=True):
         node.replace_with(re.sub(r"\s+", " ", node))  # keeps the space around an inline element: "costs <b>12"
@@ -111,7 +176,13 @@ def _html(path: Path) -> list[Part]:
     return [Part("\n".join(line for line in lines if line), title or None)]
 
 
-def _csv(path: Path) -> list[Part]:
+def _hidden(element: object) -> bool:
+    attrs = getattr(element, "attrs", None) or {}
+    return ("hidden" in attrs or str(attrs.get("aria-hidden", "")).lower() == "true"
+            or bool(_HIDDEN_STYLE.search(str(attrs.get("style", "")))))
+
+
+def _csv(path: Path, limits: Limits) -> list[Part]:
     # utf-8-sig: spreadsheets write a BOM before the header; newline="" lets csv read quoted line breaks.
     with path.open(encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.reader(handle))
@@ -134,17 +205,49 @@ def _langchain_loader(loader: object) -> str:
     return "\n\n".join(doc.page_content for doc in documents)
 
 
-def _pdf(path: Path) -> list[Part]:
-    with warnings.catch_warnings():
+def _pdf(path: Path, limits: Limits) -> list[Part]:
+    with warnings.catch_warnings(), _pdf_limits(limits.unpacked_bytes):
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import PyPDFLoader
 
-        (document,) = PyPDFLoader(str(path), mode="single").load()
+        try:
+            (document,) = PyPDFLoader(str(path), mode="single").load()
+        except Exception as exc:
+            if type(exc).__name__ != "LimitReachedError":
+                raise
+            raise Unreadable(f"a stream decompresses past the {_size(limits.unpacked_bytes)} cap "
+                             "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?"
+                             ) from None
     title = document.metadata.get("title")
     return [Part(document.page_content, title.strip() if isinstance(title, str) and title.strip() else None)]
 
 
-def _docx(path: Path) -> list[Part]:
+_PDF_OUTPUTS = ("maximum_declared_stream_length", "array_based_stream_maximum_output_length",
+                "jbig2_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
+                "zlib_maximum_output_length", "brotli_maximum_output_length", "image_maximum_buffer_size")
+
+
+def _pdf_limits(unpacked: int) -> AbstractContextManager[object]:
+    """pypdf's per-stream decompression limits (75 MB each by default) lowered to the unpack cap for this read
+    only (pypdf 6.5+ scopes its configuration to the context; an older pypdf keeps its own defaults)."""
+    import pypdf
+
+    apply = getattr(pypdf, "apply_configuration", None)
+    if apply is None:
+        return nullcontext()
+    current = pypdf.get_configuration()
+    fields = {name: min(getattr(current, name), unpacked) for name in _PDF_OUTPUTS if hasattr(current, name)}
+    return apply(**fields)  # type: ignore[no-any-return]
+
+
+def _docx(path: Path, limits: Limits) -> list[Part]:
+    # A DOCX is a zip: a few KB can declare gigabytes. zipfile never inflates a member past its declared size, so
+    # the declared sizes bound what docx2txt can unpack.
+    with zipfile.ZipFile(path) as archive:
+        unpacked = sum(info.file_size for info in archive.infolist())
+    if unpacked > limits.unpacked_bytes:
+        raise Unreadable(f"unpacks to {_size(unpacked)}, above the {_size(limits.unpacked_bytes)} cap "
+                         "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import Docx2txtLoader

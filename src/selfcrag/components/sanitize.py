@@ -20,7 +20,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
+from importlib import resources
 
 from selfcrag.language import CJK
 
@@ -63,6 +64,45 @@ def clean_text(text: str) -> str:
         text = "".join(_kept(c) for c in _ESCAPES.sub("", text))
         text = unicodedata.normalize("NFC", text)
     return _BREAKS.sub("\n", _SPACES.sub(" ", text)).strip()
+
+
+def strip_invisible(text: str) -> str:
+    """`text` without control, format (zero-width, bidi, soft hyphen) and replacement characters or lone
+    surrogates; whitespace of every kind kept as it was (a PDF's page break, a line separator)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if c.isspace() else _kept(c) for c in text)
+
+
+@cache
+def confusables() -> dict[int, str]:
+    """Cyrillic and Greek letters that look Latin -> the Latin letter (data/confusables.txt)."""
+    text = (resources.files("selfcrag") / "data" / "confusables.txt").read_text(encoding="utf-8")
+    pairs = (line.split() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return {ord(pair[0]): pair[1] for pair in pairs}
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _unmix(match: re.Match[str]) -> str:
+    """A word that mixes Latin letters with look-alikes of another script ("Ignоre") is one Latin word spelt to
+    deceive: it is read as Latin. A word wholly in Cyrillic or Greek is left as it is."""
+    word = match.group(0)
+    table = confusables()
+    if any(ord(c) in table for c in word) and any("a" <= c.lower() <= "z" for c in word):
+        return word.translate(table)
+    return word
+
+
+def clean_document(text: str) -> str:
+    """Document text as it is stored and answered from, cleaned as questions are (`clean_text`) where that is
+    safe for a document: invisible and control characters removed, NFC, words mixing Latin letters with
+    look-alikes spelt in Latin; line breaks and spacing kept (they mark paragraphs, list items and table rows)."""
+    if text.isascii() and text.isprintable():
+        return text
+    text = unicodedata.normalize("NFC", strip_invisible(_ESCAPES.sub("", text)))
+    return _WORD.sub(_unmix, text)
 
 
 def decode_argv(arg: str) -> str:
