@@ -3,7 +3,8 @@
 Real `selfcrag` processes are killed at chosen points of a run: `support.stopping` runs the shipped CLI with one
 node replaced by one that waits to be killed, so the kill lands inside that node, after the checkpoints before it.
 - A turn killed (kill -9) mid-run is answered as itself before the next question, which gets its own answer; a
-  turn killed again while it is resumed is closed with a note. Meanwhile the thread refuses a second turn.
+  turn killed again while it is resumed is closed with a note, and so is a turn that fails. Meanwhile the thread
+  refuses a second turn told not to wait.
 - A review whose decider is killed (kill -9, or SIGTERM) is pending again and decidable, with the decision the next
   reviewer makes, not the killed one's.
 - Concurrent `ask --thread T`: every question is kept once, next to its own answer, with unique turn numbers.
@@ -128,6 +129,17 @@ def test_a_turn_killed_again_while_resumed_is_closed_with_a_note(store_url, stop
                     "Ask it again for an answer.")  # fmt: skip
     assert history("crash-2") == [("human", GIFT), ("ai", note), ("human", REFUNDS), ("ai", out["answer"])]
     assert persistent().get_state(config("crash-2")).next == ()
+
+
+def test_a_turn_that_fails_is_closed_at_once_and_the_next_question_gets_its_own_answer(store_url):
+    with pytest.raises(ValueError, match="at most 4,000 are accepted") as failed:
+        ask("x" * 5000, thread_id="fails")  # longer than max_question_chars: prepare refuses it
+    out = ask(RETURNS, thread_id="fails")
+    assert out["turn"] == 2 and "30 days" in out["answer"] and "recovered" not in out  # nothing left to settle
+    (_, note) = history("fails")[1]
+    assert note == (f"This question was not answered: its run did not finish (it failed: {failed.value}). Ask it "
+                    "again for an answer.")  # fmt: skip
+    assert [kind for kind, _ in history("fails")] == ["human", "ai", "human", "ai"]
 
 
 def test_a_review_whose_decider_is_killed_or_stopped_is_pending_again_and_decidable(store_url, stopped,

@@ -93,7 +93,8 @@ def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> 
         try:
             yield extra
         except BaseException as exc:
-            reason = "it was stopped" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "it failed"
+            stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
+            reason = "it was stopped" if stopped else f"it failed: {_first_line(exc)}"
             _close_quietly(graph, thread_id, reason)
             raise
 
