@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -95,8 +97,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = (args.question or "").strip()
     if not question:
         raise CliError("the question is empty")
+    from contextlib import AbstractContextManager, nullcontext
+
     from selfcrag import build_graph
-    from selfcrag.store.threads import check_idle, config, finish, new_thread_id, turn_input
+    from selfcrag.store.threads import config, finish, new_thread_id, turn, turn_input
 
     _, chosen, context = _operator(args)
     graph = _thread_graph(chosen, needed=bool(args.thread))
@@ -104,17 +108,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if graph is None:
         graph, run_config, inputs = build_graph(settings=chosen), {}, {"question": question}
     else:
-        check_idle(graph, thread)
         run_config, inputs = config(thread), turn_input(question)
-    if args.stream:  # progress and tokens live on stderr; the answer on stdout as usual
-        from selfcrag.streaming import stream_run
+    # A turn of the thread: one at a time on it, after settling a turn a crash cut short (store/threads.py).
+    held: AbstractContextManager[dict[str, Any]] = (
+        turn(graph, thread, context, new=not args.thread) if run_config else nullcontext({}))  # fmt: skip
+    with held as extra:
+        if args.stream:  # progress and tokens live on stderr; the answer on stdout as usual
+            from selfcrag.streaming import stream_run
 
-        result, timings = stream_run(graph.with_config(run_config), inputs, context, sys.stderr)
-        print(timings.summary(), file=sys.stderr)
-    else:
-        result = graph.invoke(inputs, run_config, context=context)
-    if run_config:
-        result = finish(graph, thread, dict(result))
+            result, timings = stream_run(graph.with_config(run_config), inputs, context, sys.stderr)
+            print(timings.summary(), file=sys.stderr)
+        else:
+            result = graph.invoke(inputs, run_config, context=context)
+        if run_config:
+            result = finish(graph, thread, dict(result)) | extra
     result.pop("messages", None)  # the chat copy of the answer; `answer` and `citations` already say it
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
@@ -316,6 +323,10 @@ def _load_env_file() -> None:
         load_dotenv(".env", override=False)
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     from selfcrag.components.sanitize import decode_argv
 
@@ -323,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     _load_env_file()
+    # SIGTERM (a service stopping, `kill`) unwinds like Ctrl-C, so a thread's lease and a review claim are freed
+    # at once and an unfinished turn is closed, instead of waiting for the lease to run out.
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
+        signal.signal(signal.SIGTERM, _terminated)
     from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
 

@@ -4,6 +4,7 @@ sharing the store's connection pool. Threads and paused reviews live there, so t
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -44,9 +45,13 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
         raise StoreError(NEEDS_EXTRA) from None
     saver = PostgresSaver(db.pool)
     # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index
-    # CONCURRENTLY waits for every open transaction, this one included.
+    # CONCURRENTLY waits for every open transaction, this one included. And taken by polling, not by waiting in
+    # pg_advisory_lock: a process waiting there is in a statement CREATE INDEX CONCURRENTLY also waits for, while
+    # the holder waits for that index — a deadlock PostgreSQL cannot see (processes started together on a new
+    # database hung for good).
     with db.pool.connection() as conn:
-        conn.execute("SELECT pg_advisory_lock(7261002)")
+        while not conn.execute("SELECT pg_try_advisory_lock(7261002) AS taken").fetchone()["taken"]:
+            time.sleep(0.1)
         try:
             saver.setup()
         finally:

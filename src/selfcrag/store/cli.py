@@ -92,7 +92,8 @@ def cmd_review_list(args: argparse.Namespace) -> int:
     for item in queue:
         scores = " ".join(f"{k[:1]}{v:.2f}" for k, v in item["scores"].items())
         print(f"{item['id']}  {_age(item['age_seconds']):>5}  conf {item['confidence'] or 0:.2f}  {scores}  "
-              f"{item['question'][:60]!r}\n    draft: {item['draft'][:100]!r}\n    why: {item['reason'][:140]}")
+              f"{item['question'][:60]!r}\n    draft: {item['draft'][:100]!r}\n    why: {item['reason'][:140]}"
+              + (f"\n    being decided by {item['claimed_by']}" if item.get("claimed_by") else ""))
     return 0
 
 

@@ -51,6 +51,14 @@ SCHEMA = (
         note TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS selfcrag_reviews_status ON selfcrag_reviews (status)",
+    # One row per thread that ever held a turn lease (leases.py): who holds it and until when; expires_at 0 = free.
+    """CREATE TABLE IF NOT EXISTS selfcrag_turns (
+        thread_id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL DEFAULT '',
+        purpose TEXT NOT NULL DEFAULT '',
+        expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+        resumed TEXT NOT NULL DEFAULT ''
+    )""",
 )
 
 

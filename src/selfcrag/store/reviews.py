@@ -1,8 +1,12 @@
 """The review queue: answers paused for a person (LangGraph interrupt in `human_review`), listed from the store and
 decided by resuming their thread, whose final state then holds the reviewed answer.
 
-A review's id is its thread's id (a thread holds at most one paused run). Deciding claims the review first
-(pending -> resolving in one UPDATE), so two reviewers cannot both resume it; a resume that fails puts it back.
+A review's id is its thread's id (a thread holds at most one paused run). Deciding claims the review first: it
+takes the thread's lease (leases.py: a holder and an expiry, renewed while it works), so two reviewers — or a
+reviewer and a new question on the thread — cannot both resume it. While claimed the review shows as `resolving`
+with `claimed_by`; the row itself stays pending until a decision is recorded, so a reviewer that dies (kill -9,
+SIGTERM) leaves it pending again once the lease is freed or runs out. (`resolving` in the row is a claim written
+by an older version, which had no lease: it is pending too.)
 """
 
 from __future__ import annotations
@@ -11,10 +15,15 @@ import json
 import time
 from typing import Any
 
+from selfcrag.store import leases
 from selfcrag.store.db import StoreError, database
 
 ACTIONS = ("approve", "edit", "reject")
 DONE = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+OPEN = ("pending", "resolving")  # undecided; `resolving` only from versions before the lease
+# Each review with the holder of a live claim on it (a review lease on its thread), if any.
+SELECT = """SELECT r.*, t.holder AS claimed_by FROM selfcrag_reviews r LEFT JOIN selfcrag_turns t
+    ON t.thread_id = r.thread_id AND t.purpose = 'review' AND t.expires_at >= ?"""
 
 ENQUEUE = """INSERT INTO selfcrag_reviews (thread_id, created_at, question, draft, scores, confidence, reason, status)
     VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')
@@ -36,12 +45,13 @@ def enqueue(thread_id: str, request: dict[str, Any]) -> None:
 
 def pending() -> list[dict[str, Any]]:
     """Reviews waiting for a person, oldest first, each with its `age_seconds`."""
-    rows = database().query("SELECT * FROM selfcrag_reviews WHERE status = 'pending' ORDER BY created_at")
+    rows = database().query(f"{SELECT} WHERE r.status IN ('pending', 'resolving') ORDER BY r.created_at",
+                            (time.time(),))  # fmt: skip
     return [_shaped(row) for row in rows]
 
 
 def get(review_id: str) -> dict[str, Any]:
-    rows = database().query("SELECT * FROM selfcrag_reviews WHERE thread_id = ?", (review_id,))
+    rows = database().query(f"{SELECT} WHERE r.thread_id = ?", (time.time(), review_id))
     if not rows:
         raise ReviewError(f"no review {review_id!r} (see `selfcrag review list`)")
     return _shaped(rows[0])
@@ -58,25 +68,19 @@ def resolve(review_id: str, action: str, answer: str = "", note: str = "", graph
         raise ReviewError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if action == "edit" and not answer.strip():
         raise ReviewError("edit needs the reviewed answer: --answer TEXT")
-    status = get(review_id)["status"]  # raises for an unknown id
-    claimed = database().execute("UPDATE selfcrag_reviews SET status = 'resolving' WHERE thread_id = ? AND "
-                                 "status = 'pending'", (review_id,))  # fmt: skip
-    if not claimed:
-        raise ReviewError(f"review {review_id} is {status}, not pending")
+    get(review_id)  # raises for an unknown id
     graph = persistent(graph)
-    try:
+    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
+        status = get(review_id)["status"]
+        if status not in OPEN:
+            raise ReviewError(f"review {review_id} is {status}, not pending")
         if not paused(graph, review_id):
             _set(review_id, "stale", note="the thread is no longer paused")
             raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
         reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
         reply |= {"note": note} if note else {}
         result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
-    except ReviewError:
-        raise
-    except BaseException:
-        _set(review_id, "pending")  # nothing was decided: the review waits again
-        raise
-    _set(review_id, DONE[action], answer=result.get("answer", ""), note=note)
+        _set(review_id, DONE[action], answer=result.get("answer", ""), note=note)
     return result
 
 
@@ -93,6 +97,8 @@ def _set(review_id: str, status: str, answer: str = "", note: str = "") -> None:
 def _shaped(row: dict[str, Any]) -> dict[str, Any]:
     review = dict(row)
     review["id"] = review["thread_id"]
+    if review["status"] in OPEN:  # claimed only while a live lease says so
+        review["status"] = "resolving" if review.get("claimed_by") else "pending"
     review["scores"] = json.loads(review.get("scores") or "{}")
     review["age_seconds"] = round(time.time() - review["created_at"], 1)
     return review

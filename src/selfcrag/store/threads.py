@@ -1,22 +1,35 @@
 """Conversations that persist: a question asked on a thread continues it, from any process, through the store's
-checkpointer. A run that pauses for review is put in the review queue, and its output says so."""
+checkpointer. A run that pauses for review is put in the review queue, and its output says so.
+
+A turn on a named thread holds the thread's lease (leases.py), so turns on one thread run one at a time, whichever
+process asks. Before its question runs, a turn settles what the last one left: a turn a crash cut short (pending
+tasks, no review) is resumed as itself, once — its answer recorded as that turn's — and a turn that fails, is
+stopped (Ctrl-C, SIGTERM) or crashes again while resumed is closed with a note as its answer. Either way the new
+question is answered as itself, never as the unfinished one."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langgraph.graph import END
 
+from selfcrag.chat import close_run
+from selfcrag.language import language_of
 from selfcrag.state import OutputState
-from selfcrag.store import reviews
+from selfcrag.store import leases, reviews
 from selfcrag.store.checkpoint import checkpointer
+from selfcrag.store.leases import ThreadBusyError as ThreadBusyError  # where callers look for it
 
 OUTPUT = frozenset(OutputState.__annotations__)
-
-
-class ThreadBusyError(ValueError):
-    """The thread holds an answer awaiting review: a new question would discard it."""
+LOG = logging.getLogger("selfcrag.store")
+# The answer a closed turn keeps in the thread, in its question's language; {} is why it did not finish.
+NOT_ANSWERED = {"en": "This question was not answered: its run did not finish ({}). Ask it again for an answer.",
+                "zh": "这个问题没有得到回答：回答它的运行没有完成（{}）。请重新提问。"}  # fmt: skip
 
 
 def new_thread_id() -> str:
@@ -68,14 +81,95 @@ def finish(graph: Any, thread_id: str, result: dict[str, Any]) -> dict[str, Any]
     return output
 
 
+@contextmanager
+def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> Iterator[dict[str, Any]]:
+    """The block runs the thread's next turn: it holds the thread's lease, after settling a turn a crash left
+    unfinished and refusing a thread that awaits review. Yields what to add to the turn's output (`recovered`: the
+    unfinished turn's number, question, answer and whether it was answered or closed). A block that fails or is
+    stopped closes its turn with a note. `new`: a thread id nobody else knows yet, so nothing to wait for."""
+    with nullcontext() if new else leases.held(thread_id):
+        extra = {} if new else recover(graph, thread_id, context)
+        check_idle(graph, thread_id)
+        try:
+            yield extra
+        except BaseException as exc:
+            stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
+            reason = "it was stopped" if stopped else f"it failed: {_first_line(exc)}"
+            _close_quietly(graph, thread_id, reason)
+            raise
+
+
+def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
+    """Settle the thread's last turn when a crash left it unfinished (tasks pending, no review awaited): resume it
+    as itself, once; if that fails, or it was resumed before and crashed again, close it with a note. Returns
+    `{"recovered": {...}}` for the output of the turn that found it, or {} when the last turn had finished."""
+    state = graph.get_state(config(thread_id))
+    if not state.next or state.interrupts:
+        return {}
+    asked, turn_id = _last_question(state.values)
+    number = sum(_is_user(m) for m in state.values.get("messages") or [])
+    if leases.resumed(thread_id) == turn_id:
+        outcome, answer = "closed", close(graph, thread_id, "it stopped again when resumed")
+    else:
+        leases.mark_resumed(thread_id, turn_id)
+        try:
+            result = finish(graph, thread_id, dict(graph.invoke(None, config(thread_id), context=context)))
+            outcome, answer = "answered", str(result.get("answer", ""))
+        except Exception as exc:  # noqa: BLE001 - the unfinished turn fails again: closed, and the new one runs
+            outcome, answer = "closed", close(graph, thread_id, f"it failed when resumed: {_first_line(exc)}")
+    LOG.warning("thread %s: turn %d (%r) was cut short by a crash; %s before this question", thread_id, number,
+                asked[:80], "answered it as itself" if outcome == "answered" else "closed it with a note")
+    return {"recovered": {"turn": number, "question": asked, "answer": answer, "outcome": outcome}}
+
+
+def close(graph: Any, thread_id: str, why: str) -> str:
+    """End the thread's unfinished turn without running it: its pending tasks are dropped and a note saying it was
+    not answered (and why) becomes its answer, so the history keeps question and answer paired. Returns the note;
+    "" when there was nothing to close (finished, or awaiting review: the queue holds that one)."""
+    cfg = config(thread_id)
+    state = graph.get_state(cfg)
+    if not state.next or state.interrupts:
+        return ""
+    asked, _ = _last_question(state.values)
+    note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)
+    ending = {"answer": note, "citations": [], "decision": "abstain", "confidence": 0.0, "missing": why}
+    # Written as `prepare` (a node without a route, which update_state could not take), then every task pending —
+    # the unfinished run's and the one after prepare — dropped: LangGraph's update with no values as END.
+    graph.update_state(cfg, close_run(state.values, ending), as_node="prepare")
+    graph.update_state(cfg, None, as_node=END)
+    return note
+
+
+def _close_quietly(graph: Any, thread_id: str, why: str) -> None:
+    try:
+        close(graph, thread_id, why)
+    except Exception as exc:  # noqa: BLE001 - the turn's own error is what the caller reports; the next turn retries
+        LOG.warning("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
+                    _first_line(exc))  # fmt: skip
+
+
 def ask_in_thread(question: str, thread_id: str | None = None, context: Any = None, compiled_graph: Any = None,
                   settings: Any = None) -> dict[str, Any]:  # fmt: skip
-    """Ask on `thread_id` (a new thread when None); see `finish` for what the output adds."""
+    """Ask on `thread_id` (a new thread when None) as one `turn`; see `finish` for what the output adds."""
     graph = persistent(compiled_graph, settings)
+    new = thread_id is None
     thread_id = thread_id or new_thread_id()
-    check_idle(graph, thread_id)
-    result = graph.invoke(turn_input(question), config(thread_id), context=context)
-    return finish(graph, thread_id, dict(result))
+    with turn(graph, thread_id, context, new=new) as extra:
+        result = graph.invoke(turn_input(question), config(thread_id), context=context)
+        return finish(graph, thread_id, dict(result)) | extra
+
+
+def _last_question(values: dict[str, Any]) -> tuple[str, str]:
+    """The text and message id of the thread's last user message: the unfinished turn's question."""
+    for message in reversed(values.get("messages") or []):
+        if _is_user(message):
+            text = message.content if isinstance(message.content, str) else str(message.content)
+            return text, str(message.id or text)
+    return str(values.get("question") or ""), str(values.get("question") or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _is_user(message: Any) -> bool:

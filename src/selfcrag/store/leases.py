@@ -1,0 +1,132 @@
+"""One turn at a time on a thread, across processes and machines: a lease in the store (SQLite or PostgreSQL).
+
+A lease is the thread's row in `selfcrag_turns`: its holder (host, process, a random tag), what it does (`turn`
+or `review`) and when it expires. It is taken in one statement — an upsert that replaces only an expired row — so
+two processes cannot both hold it; a background thread renews it while its holder lives, and the holder frees it
+when done. A holder that dies (kill -9, power loss) stops renewing, so its lease runs out after
+`SELFCRAG_TURN_LEASE` seconds (default 30) and the thread is free again. A process that finds the thread held
+waits for it, polling, at most `SELFCRAG_TURN_WAIT` seconds (default 60), then gives up with one line.
+
+Expiry is compared with each process's own clock: processes on several machines sharing PostgreSQL need clocks
+within a small part of the lease of each other (NTP does that). A holder stalled longer than its lease (a
+suspended laptop, SIGSTOP) loses it; its renewal notices and logs a warning on `selfcrag.store`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from selfcrag.store.db import database
+
+LOG = logging.getLogger("selfcrag.store")
+LEASE_SECONDS = 30.0
+WAIT_SECONDS = 60.0
+POLL_SECONDS = 0.2
+
+TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, purpose = excluded.purpose,
+    expires_at = excluded.expires_at WHERE selfcrag_turns.expires_at < ?"""
+RENEW = "UPDATE selfcrag_turns SET expires_at = ? WHERE thread_id = ? AND holder = ?"
+FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ?"
+
+
+class ThreadBusyError(ValueError):
+    """The thread cannot take a new question now (another turn holds it, or an answer awaits review)."""
+
+
+def _seconds(name: str, default: float, least: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not least <= seconds <= 86400:
+        raise ValueError(f"{name} must be between {least:g} and 86400 seconds, got {value}")
+    return seconds
+
+
+def lease_seconds() -> float:
+    return _seconds("SELFCRAG_TURN_LEASE", LEASE_SECONDS, 1)
+
+
+def wait_seconds() -> float:
+    return _seconds("SELFCRAG_TURN_WAIT", WAIT_SECONDS, 0)
+
+
+def holder_name() -> str:
+    """Who holds a lease, as a person reading `review list` or an error wants to see it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def current(thread_id: str) -> dict[str, object] | None:
+    """The thread's live lease (holder, purpose, expires_at), or None when it is free."""
+    rows = database().query("SELECT holder, purpose, expires_at FROM selfcrag_turns WHERE thread_id = ? AND "
+                            "expires_at >= ?", (thread_id, time.time()))  # fmt: skip
+    return rows[0] if rows else None
+
+
+def _take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
+    now = time.time()
+    return database().execute(TAKE, (thread_id, holder, purpose, now + lease, now)) > 0
+
+
+@contextmanager
+def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
+    """Hold the thread's lease for the block (renewed meanwhile), waiting for it at most `wait_seconds()`;
+    raises ThreadBusyError naming the thread and its holder when it stays taken. Yields the holder's name."""
+    lease, wait = lease_seconds(), wait_seconds()
+    holder = holder_name()
+    deadline = time.monotonic() + wait
+    while not (current(thread_id) is None and _take(thread_id, holder, purpose, lease)):
+        if time.monotonic() >= deadline:
+            other = current(thread_id) or {}
+            raise ThreadBusyError(f"thread {thread_id} is busy: another {other.get('purpose') or 'turn'} holds it "
+                                  f"({other.get('holder') or 'just ended'}); waited {wait:g}s (SELFCRAG_TURN_WAIT), "
+                                  "try again when it ends")  # fmt: skip
+        # Jitter: waiters that poll in step would all miss the moment it frees, then all collide.
+        time.sleep(min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
+    stop = threading.Event()
+    renewer = threading.Thread(target=_renew, args=(thread_id, holder, lease, stop), daemon=True,
+                               name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
+    renewer.start()
+    try:
+        yield holder
+    finally:
+        stop.set()
+        renewer.join()
+        try:
+            database().execute(FREE, (thread_id, holder))
+        except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
+            LOG.warning("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
+
+
+def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> None:
+    while not stop.wait(lease / 3):
+        try:
+            if not database().execute(RENEW, (time.time() + lease, thread_id, holder)):
+                LOG.warning("thread %s: lease lost (held longer than %gs without renewal); another process may "
+                            "take the thread", thread_id, lease)  # fmt: skip
+                return
+        except Exception as exc:  # noqa: BLE001 - a database blip: try again at the next beat, within the lease
+            LOG.warning("thread %s: lease not renewed: %s", thread_id, exc)
+
+
+def resumed(thread_id: str) -> str:
+    """The id of the thread's last turn a crash left unfinished and a later turn resumed ("" if none)."""
+    rows = database().query("SELECT resumed FROM selfcrag_turns WHERE thread_id = ?", (thread_id,))
+    return str(rows[0]["resumed"]) if rows else ""
+
+
+def mark_resumed(thread_id: str, turn_id: str) -> None:
+    """Remember, before resuming it, that this crashed turn was resumed once (a second crash closes it)."""
+    database().execute("UPDATE selfcrag_turns SET resumed = ? WHERE thread_id = ?", (turn_id, thread_id))

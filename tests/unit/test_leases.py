@@ -1,0 +1,62 @@
+"""The thread lease (store/leases.py) on a real SQLite file: one holder at a time, an expired lease is taken over,
+a busy thread is refused in one line, the lease is freed however the block ends, and bad settings are one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfcrag.store import leases
+from selfcrag.store.db import close_all
+
+
+@pytest.fixture(autouse=True)
+def _store(tmp_path, monkeypatch):
+    monkeypatch.setenv("SELFCRAG_DATABASE_URL", f"sqlite:///{tmp_path / 'store.db'}")
+    monkeypatch.delenv("SELFCRAG_TURN_WAIT", raising=False)
+    monkeypatch.delenv("SELFCRAG_TURN_LEASE", raising=False)
+    yield
+    close_all()
+
+
+def test_one_holder_at_a_time_until_the_lease_expires():
+    assert leases._take("t", "first", "turn", 30)
+    assert not leases._take("t", "second", "turn", 30)
+    assert leases.current("t")["holder"] == "first"
+    assert leases._take("u", "second", "turn", 30)  # another thread is another lease
+    assert leases._take("v", "dead", "turn", -1)  # a lease whose holder stopped renewing: already run out
+    assert leases.current("v") is None and leases._take("v", "next", "review", 30)
+    taken = leases.current("v")
+    assert taken is not None and (taken["holder"], taken["purpose"]) == ("next", "review")
+
+
+def test_a_busy_thread_is_refused_in_one_line_naming_it_and_its_holder(monkeypatch):
+    monkeypatch.setenv("SELFCRAG_TURN_WAIT", "0")
+    assert leases._take("t", "host:42:abc", "review", 30)
+    with pytest.raises(leases.ThreadBusyError) as refused, leases.held("t"):
+        pass
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("thread t is busy: another review holds it (host:42:abc)")
+
+
+def test_the_lease_is_freed_when_the_block_ends_or_fails():
+    with leases.held("t") as holder:
+        assert leases.current("t")["holder"] == holder
+    assert leases.current("t") is None
+    with pytest.raises(RuntimeError), leases.held("t"):
+        raise RuntimeError("the turn failed")
+    assert leases.current("t") is None
+
+
+def test_a_resumed_turn_is_remembered_across_leases():
+    with leases.held("t"):
+        leases.mark_resumed("t", "message-1")
+    assert leases.resumed("t") == "message-1" and leases.resumed("other") == ""
+
+
+@pytest.mark.parametrize(("name", "value"), [("SELFCRAG_TURN_WAIT", "soon"), ("SELFCRAG_TURN_WAIT", "-1"),
+                                             ("SELFCRAG_TURN_LEASE", "0.1"), ("SELFCRAG_TURN_LEASE", "1e9")])
+def test_bad_settings_are_one_line(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name) as bad, leases.held("t"):
+        pass
+    assert "\n" not in str(bad.value)
