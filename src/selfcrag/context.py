@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
@@ -273,15 +273,6 @@ class Context(BaseModel):
         "probability that the answer is right; empty = the one shipped for the backend.",
     )
 
-    @field_validator("calibration")
-    @classmethod
-    def _calibration_readable(cls, path: str) -> str:
-        if path:  # a file that cannot serve is refused when the settings are made, never mid-run
-            from selfcrag.quality.calibration import load
-
-            load(path)
-        return path
-
     # --- embedding at ingest (components/minilm.py) -----------------------------------------------
     embed_threads: int = operator(
         0,
@@ -324,10 +315,26 @@ class Context(BaseModel):
         from_environment = dict(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
-            return cls(**values)
+            settings = cls(**values)
         except SettingsError as exc:
             named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
+        settings.check_files()
+        return settings
+
+    def check_files(self) -> None:
+        """The operator's files that a run reads later, checked now, so a file that cannot serve is refused when the
+        operator's settings are made, never mid-run. Only here: validators do no I/O, because a client's `context`
+        is validated too (LangGraph coerces it into Context before the trust check in `resolve` refuses it), and
+        opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
+        learn which files exist."""
+        if self.calibration:
+            from selfcrag.quality.calibration import CalibrationError, load
+
+            try:
+                load(self.calibration)
+            except CalibrationError as exc:
+                raise SettingsError(f"calibration: {exc}") from None
 
 
 def _from_text(name: str, raw: str) -> Any:
