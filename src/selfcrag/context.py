@@ -320,7 +320,20 @@ class Context(BaseModel):
             named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
         settings.check_files()
-        return settings
+        return settings.within_caps()
+
+    def within_caps(self) -> Context:
+        """The operator's settings with every run setting they left at its default brought within its cap: a
+        deployment that sets `cap_llm_calls=10` means runs make at most 10 calls, also those that ask for nothing
+        (the default budget is 20). A value the operator set above its own cap is a contradiction, refused."""
+        lowered = {}
+        for name in Context.model_fields:
+            if (cap := _tag(name, "cap")) and getattr(self, name) > getattr(self, cap):
+                if name in self.model_fields_set:
+                    raise SettingsError(f"{name}={getattr(self, name)} is above the cap of {getattr(self, cap)} "
+                                        f"({cap}) the same settings set")
+                lowered[name] = getattr(self, cap)
+        return self.model_copy(update=lowered) if lowered else self
 
     def check_files(self) -> None:
         """The operator's files that a run reads later, checked now, so a file that cannot serve is refused when the

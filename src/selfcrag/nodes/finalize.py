@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from selfcrag import routing
 from selfcrag.chat import close_run
@@ -13,6 +14,7 @@ from selfcrag.components.backend import Components
 from selfcrag.components.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
+from selfcrag.ledger import forget, ledger_of
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
@@ -174,7 +176,12 @@ def make(components: Components) -> NodeFunction:
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
              "draft": "" if decision == "human_review" else draft, "drafts": considered}
         ]
-        runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
+        # The run's counts as its ledger kept them, whatever a client wrote to the thread's state.
+        ledger = ledger_of(state, runtime, settings)
+        counts = {"llm_calls": ledger.calls, "tokens": ledger.tokens}
+        update |= {name: Overwrite(value) for name, value in counts.items()}
+        runs.record({**state, **counts}, update, settings.domain)  # the quality monitor; never fails the run
+        forget(state, runtime)  # no node of this run counts any more
         # A case for human review ends in human_review, once a person has decided.
         return update if decision == "human_review" else close_run(state, update)
 

@@ -18,6 +18,7 @@ from selfcrag.components.backend import Components
 from selfcrag.components.base import Turn
 from selfcrag.components.sanitize import clean_text
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
 
 
@@ -120,10 +121,10 @@ def make(components: Components) -> NodeFunction:
             "web_searched": False,
             "retrieval_rounds": 0,
             "generations": 0,
-            "llm_calls": Overwrite(0),  # the counters sum node updates: a new run starts them at 0
+            "llm_calls": Overwrite(0),  # the counters keep the larger total: a new run starts them at 0
             "tokens": Overwrite(0),
             "review": {},
-            "run_started": time.time(),  # the run's deadline counts from here (components/llm/calls.py)
+            "run_ledger": open_run(runtime),  # the run's counts and deadline, kept in this process (ledger.py)
             "trace": [
                 {
                     "node": "prepare",
