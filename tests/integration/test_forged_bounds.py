@@ -14,8 +14,8 @@ import sqlite3
 import pytest
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.sqlite import SqliteSaver
-from support.openai_server import OpenAIServer, Reply, Request
-from support.replies import Plausible
+from support.openai_server import OpenAIServer
+from support.replies import never_satisfied
 from support.shelf import Shelf
 
 from selfcrag import build_graph
@@ -28,7 +28,8 @@ CAP = 10
 FORGED = {"llm_calls": -100000, "tokens": -5, "retrieval_rounds": -40, "generations": -40}
 # A fresh start in every other way, as prepare would leave it: the forged counters are what keeps the run going.
 RESTART = {"question": QUESTION, "query": QUESTION, "seen": [], "queries": [], "evidence": [], "knowledge": [],
-           "answer": "", "drafts": [], "documents": [], "run_ledger": "made-up"}
+           "answer": "", "drafts": [], "documents": [], "run_ledger": "made-up",
+           "trace": [{"node": "prepare", "decision": "start", "reason": "forged", "question": QUESTION}]}
 
 
 class NewEveryRound:
@@ -40,19 +41,6 @@ class NewEveryRound:
     def retrieve(self, query: str, settings: object) -> list[Passage]:
         self.rounds += 1
         return [Passage(**{**p, "id": f"{p['doc_id']}#{self.rounds}"}) for p in Shelf().retrieve(query, settings)]
-
-
-def never_satisfied():  # noqa: ANN201
-    """Answers that are never supported nor useful, and a new rewrite every time: only the bounds end the run."""
-    plausible = Plausible(unsupported={"30 days", "15 days", "business days"}, usefulness=0.1).responder()
-    rewrites = iter(range(10**6))
-
-    def respond(request: Request) -> Reply:
-        if "search queries for a knowledge base" in request.system:
-            return Reply.json({"query": f"return window variant{next(rewrites)}", "reason": "another angle"})
-        return plausible(request)
-
-    return respond
 
 
 @pytest.fixture
