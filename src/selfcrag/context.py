@@ -219,6 +219,20 @@ class Context(BaseModel):
         "fails the run with a one-line error.",
         ge=1,
     )
+    max_turn_chars: int = operator(
+        4000,
+        "Most characters of one earlier chat message a run reads, as sent; a longer one is cut to its first "
+        "characters, marked with an ellipsis.",
+        ge=1,
+    )
+    max_history_chars: int = operator(
+        16000,
+        "Most characters of the conversation (`messages`, the question's own included) a run reads in all: the "
+        "newest messages first, each within `max_turn_chars`, the one that passes this cut to what is left; older "
+        "ones are left out. Every prompt that shows the conversation "
+        "(contextualize, generate), the offline follow-up rewriting and the contradiction check read only these.",
+        ge=1,
+    )
     # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
     run_timeout: float = operator(
         120.0,
@@ -366,7 +380,8 @@ def _tag(name: str, key: str) -> str:
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
-                           "run_timeout", "web_timeout", "allow_ingest",
+                           "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
+                           "max_history_chars",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
 
 

@@ -15,6 +15,7 @@ from selfcrag.components.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
 from selfcrag.ledger import forget, ledger_of
+from selfcrag.nodes.prepare import recent_messages
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
@@ -67,16 +68,17 @@ TRIAD = ("context_relevance", "groundedness", "answer_relevance")
 CLOSE_CALL = 0.1  # two documents this close in relevance: the question may mean either
 
 
-def earlier_answers(state: State) -> list[str]:
-    """What the assistant answered before in this thread (abstentions claim nothing)."""
+def earlier_answers(state: State, settings: Context) -> list[str]:
+    """What the assistant answered before in this thread (abstentions claim nothing), oldest first, within the
+    history's bounds (`recent_messages`)."""
     found = []
-    for message in state.get("messages") or []:
+    for message, text in recent_messages(state, settings):
         kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", "")
         extra = message.get("additional_kwargs", {}) if isinstance(message, dict) else message.additional_kwargs
         content = message.get("content") if isinstance(message, dict) else message.content
         if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain",):
-            found.append(content)
-    return found
+            found.append(text)
+    return found[::-1]
 
 
 def clarifying_question(state: State, settings: Context, language: str) -> str:
@@ -101,7 +103,7 @@ def most_confident(state: State, settings: Context) -> tuple[State, list[dict[st
     kept = state.get("drafts") or []
     if not kept:
         return state, []
-    earlier = earlier_answers(state)
+    earlier = earlier_answers(state, settings)
     scored = []
     for draft in kept:
         view = as_judged(state, draft)
@@ -119,7 +121,7 @@ def make(components: Components) -> NodeFunction:
         language = language_of(state.get("question", ""))
         minimum, band = settings.thresholds(), settings.caveat_band
         scores = triad(state)
-        conflicts = contradictions(state.get("answer") or "", earlier_answers(state))
+        conflicts = contradictions(state.get("answer") or "", earlier_answers(state, settings))
         unreadable = unreadable_reason(state, language)
         # An answer that failed the hallucination check after every regeneration is never shown as an answer;
         # nor is one to a question the evidence cannot read.

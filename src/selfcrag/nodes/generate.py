@@ -37,8 +37,9 @@ def make(components: Components) -> NodeFunction:
             emit("generate", f"regenerating: {len(avoid)} unsupported statements", generation=generation)
         else:
             emit("generate", f"generating an answer from {len(run.knowledge)} strips", generation=generation)
-        made = write_draft(component_for(components, "generator", settings), run, settings, avoid,
-                           history_from(state), budget_left=ledger.calls < settings.max_llm_calls)  # fmt: skip
+        history, budget_left = history_from(state, settings), ledger.calls < settings.max_llm_calls
+        made = write_draft(component_for(components, "generator", settings), run, settings, avoid, history,
+                           budget_left=budget_left)  # fmt: skip
         draft = made.draft
         reason = f"generation {generation}/{settings.max_generations} from {len(run.knowledge)} strips"
         reason += "".join(f"; {note}" for note in made.notes)

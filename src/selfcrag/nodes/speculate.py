@@ -75,7 +75,7 @@ def make(components: Components) -> NodeFunction:
         try:
             refinement = components.refiner.refine(state["question"], passages, settings)
             draft = components.generator.generate(state["question"], refinement.strips, settings, [],
-                                                  history=history_from(state))  # fmt: skip
+                                                  history=history_from(state, settings))  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - an optional draft: any fault sends the run down the normal path
             error = f"{type(exc).__name__}: {redact(str(exc))}"
             return {"speculation": {"error": error},
