@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
@@ -219,6 +219,20 @@ class Context(BaseModel):
         "fails the run with a one-line error.",
         ge=1,
     )
+    max_turn_chars: int = operator(
+        4000,
+        "Most characters of one earlier chat message a run reads, as sent; a longer one is cut to its first "
+        "characters, marked with an ellipsis.",
+        ge=1,
+    )
+    max_history_chars: int = operator(
+        16000,
+        "Most characters of the conversation (`messages`, the question's own included) a run reads in all: the "
+        "newest messages first, each within `max_turn_chars`, the one that passes this cut to what is left; older "
+        "ones are left out. Every prompt that shows the conversation "
+        "(contextualize, generate), the offline follow-up rewriting and the contradiction check read only these.",
+        ge=1,
+    )
     # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
     run_timeout: float = operator(
         120.0,
@@ -285,15 +299,6 @@ class Context(BaseModel):
         "probability that the answer is right; empty = the one shipped for the backend.",
     )
 
-    @field_validator("calibration")
-    @classmethod
-    def _calibration_readable(cls, path: str) -> str:
-        if path:  # a file that cannot serve is refused when the settings are made, never mid-run
-            from selfcrag.quality.calibration import load
-
-            load(path)
-        return path
-
     # --- embedding at ingest (components/minilm.py) -----------------------------------------------
     embed_threads: int = operator(
         0,
@@ -336,10 +341,39 @@ class Context(BaseModel):
         from_environment = dict(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
-            return cls(**values)
+            settings = cls(**values)
         except SettingsError as exc:
             named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
+        settings.check_files()
+        return settings.within_caps()
+
+    def within_caps(self) -> Context:
+        """The operator's settings with every run setting they left at its default brought within its cap: a
+        deployment that sets `cap_llm_calls=10` means runs make at most 10 calls, also those that ask for nothing
+        (the default budget is 20). A value the operator set above its own cap is a contradiction, refused."""
+        lowered = {}
+        for name in Context.model_fields:
+            if (cap := _tag(name, "cap")) and getattr(self, name) > getattr(self, cap):
+                if name in self.model_fields_set:
+                    raise SettingsError(f"{name}={getattr(self, name)} is above the cap of {getattr(self, cap)} "
+                                        f"({cap}) the same settings set")
+                lowered[name] = getattr(self, cap)
+        return self.model_copy(update=lowered) if lowered else self
+
+    def check_files(self) -> None:
+        """The operator's files that a run reads later, checked now, so a file that cannot serve is refused when the
+        operator's settings are made, never mid-run. Only here: validators do no I/O, because a client's `context`
+        is validated too (LangGraph coerces it into Context before the trust check in `resolve` refuses it), and
+        opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
+        learn which files exist."""
+        if self.calibration:
+            from selfcrag.quality.calibration import CalibrationError, load
+
+            try:
+                load(self.calibration)
+            except CalibrationError as exc:
+                raise SettingsError(f"calibration: {exc}") from None
 
 
 def _from_text(name: str, raw: str) -> Any:
@@ -358,7 +392,8 @@ def _tag(name: str, key: str) -> str:
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
-                           "run_timeout", "web_timeout", "allow_ingest",
+                           "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
+                           "max_history_chars",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
 
 

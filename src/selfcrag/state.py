@@ -6,7 +6,6 @@ publish the schemas. The input schema is a pydantic model instead: see `InputSta
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -35,6 +34,15 @@ def add_steps(existing: list[Step] | None, new: list[Step] | None) -> list[Step]
     if new and new[0].get("node") == "prepare":
         return new
     return list(existing or []) + new
+
+
+def running_total(existing: Any, new: Any) -> int:
+    """The larger of two totals; a value that is no count (a client may write anything to state) counts 0."""
+    return max(_count(existing), _count(new))
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class Scores(TypedDict):
@@ -73,10 +81,11 @@ class OutputState(TypedDict, total=False):
     scores: Scores
     missing: str  # what the evidence lacked, when the agent abstains or adds a caveat
     trace: Annotated[list[Step], add_steps]
-    # Model calls and tokens of this run. Summed, because the two checks of a draft run concurrently and both
-    # add theirs; `prepare` resets them with Overwrite(0).
-    llm_calls: Annotated[int, operator.add]
-    tokens: Annotated[int, operator.add]
+    # Model calls and tokens of this run, as its ledger counted them (selfcrag/ledger.py): model nodes write the
+    # run's totals, and the two checks of a draft run concurrently, so the larger (the later) is kept; `prepare`
+    # resets them with Overwrite(0) and `finalize` writes the ledger's final counts the same way.
+    llm_calls: Annotated[int, running_total]
+    tokens: Annotated[int, running_total]
     messages: Messages  # the input history plus the answer as an AI message (citations in additional_kwargs)
 
 
@@ -108,7 +117,7 @@ class State(OutputState, total=False):
     retrieval_rounds: int
     generations: int  # generations on the current evidence; reset when the evidence changes
     review: dict[str, Any]  # what a person decided in human_review
-    run_started: float  # when this run began (time.time()): every call of the run ends by it + run_timeout
+    run_ledger: str  # which ledger (selfcrag/ledger.py) counts this run: an id `prepare` writes
     draft: dict[str, Any]  # answer + citations held for review; the paused output's `answer` says it awaits it
     # A draft written while grading (nodes/speculate.py): answer, citations, missing, the strips it was written
     # from and any fault; `adopt_draft` replaces it with {"kept": bool, "reason": ...}.

@@ -95,3 +95,17 @@ def first_sentence_answer(question: str, evidence: list[tuple[str, str]]) -> str
     ident, text = evidence[0]
     sentence = split_sentences(text.split("\n...\n")[0])[0].rstrip(".")
     return f"{sentence} [{ident}]."
+
+
+def never_satisfied() -> Callable[[Request], Reply]:
+    """A model whose answers are never supported nor useful, with a new rewrite every time: only the graph's
+    bounds end a run (tests of those bounds)."""
+    plausible = Plausible(unsupported={"30 days", "15 days", "business days"}, usefulness=0.1).responder()
+    rewrites = iter(range(10**6))
+
+    def respond(request: Request) -> Reply:
+        if "search queries for a knowledge base" in request.system:
+            return Reply.json({"query": f"return window variant{next(rewrites)}", "reason": "another angle"})
+        return plausible(request)
+
+    return respond

@@ -126,7 +126,7 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path, content, fault):
         load(path)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     with pytest.raises(SettingsError, match="calibration") as refused:  # refused when the settings are made
-        Context(calibration=str(path))
+        Context.from_env(calibration=str(path))
     assert "\n" not in str(refused.value)
 
 

@@ -25,6 +25,7 @@ from selfcrag.components.llm.models import ChatModels, chat_model, with_max_toke
 from selfcrag.components.llm.relevance import PassageGrades
 from selfcrag.components.llm.structured import ask, loads_lenient
 from selfcrag.context import Context
+from selfcrag.ledger import RunLedger
 
 SLACK = 4.0
 GRADE = '{"grades": [{"id": "p1", "label": "correct"}]}'
@@ -70,8 +71,10 @@ def test_concurrent_calls_of_one_superstep_share_the_budget():
     settings = Context(max_llm_calls=5)
     replies = []
 
-    def node() -> None:  # each like a node of the same superstep: same step, same calls spent before it
-        with run_limits(settings, spent=2, started=None, step="step-1"):
+    ledger = RunLedger(calls=2)  # the run's, shared by the nodes of a superstep
+
+    def node() -> None:  # each like a node of the same superstep
+        with run_limits(settings, ledger):
             replies.append(grade(model, settings))
 
     threads = [threading.Thread(target=contextvars.copy_context().run, args=(node,)) for _ in range(8)]
@@ -87,7 +90,7 @@ def test_concurrent_calls_of_one_superstep_share_the_budget():
 
 def test_retries_count_as_calls_and_stop_at_the_budget():
     model = Scripted(script=[status_error(503, {"retry-after": "0"})] * 3)
-    with run_limits(Context(max_llm_calls=2), spent=0, started=None, step="step-2"):
+    with run_limits(Context(max_llm_calls=2), RunLedger()):
         reply = grade(model, Context(max_llm_calls=2))
     assert len(model.calls) == 2 and reply.calls == 2
     assert "503" in reply.error and "not retried" in reply.error and "budget" in reply.error
@@ -96,7 +99,7 @@ def test_retries_count_as_calls_and_stop_at_the_budget():
 def test_no_time_left_in_the_run_means_no_call():
     model = Scripted(script=[GRADE])
     settings = Context(run_timeout=60)
-    with run_limits(settings, spent=0, started=time.time() - 61, step="step-3"):
+    with run_limits(settings, RunLedger(started=time.monotonic() - 61)):
         reply = grade(model, settings)
     assert model.calls == [] and reply.calls == 0
     assert "run_timeout=60 s) is spent" in reply.error
@@ -156,7 +159,7 @@ def test_the_run_deadline_caps_a_call():
     model = Scripted(script=[GRADE], hold=release)
     settings = Context(llm_timeout=30, run_timeout=1)
     start = time.monotonic()
-    with run_limits(settings, spent=0, started=time.time(), step="step-4"):
+    with run_limits(settings, RunLedger()):
         outcome = call(model, [HumanMessage("hi")], settings)
     release.set()
     assert time.monotonic() - start < 1 + SLACK

@@ -20,6 +20,7 @@ import numpy as np
 
 from selfcrag.components.base import EmbeddingModelError
 from selfcrag.components.minilm import OnnxMiniLM, TorchMiniLM, normalise
+from selfcrag.components.redaction import redact
 from selfcrag.language import language_of
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class LangChainEmbedder:
         try:
             return np.asarray(getattr(self._embeddings, method)(arg), dtype=np.float32)
         except Exception as exc:  # network, authentication, a server that speaks another protocol
-            raise EmbeddingModelError(f"embeddings {self.name} failed: {type(exc).__name__}: {exc}") from exc
+            said = redact(str(exc))  # a 401 body may echo the key
+            raise EmbeddingModelError(f"embeddings {self.name} failed: {type(exc).__name__}: {said}") from exc
 
     def embed_batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], np.ndarray]]:
         """The vectors of `texts`, request after request in order: (row numbers, their vectors). At most

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from selfcrag.components.base import Passage, WebSearchError
 from selfcrag.components.llm.calls import time_left, within
+from selfcrag.components.redaction import redact
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -46,7 +47,7 @@ class TavilyWebSearch:
             reply = within(seconds, lambda: self._client.search(query, max_results=settings.web_results,
                                                                 timeout=time_left(seconds)), "web search")  # fmt: skip
         except Exception as exc:  # any client, HTTP or timeout fault degrades the run, never crashes it
-            detail = " ".join(str(exc)[:300].split())
+            detail = redact(" ".join(str(exc)[:300].split()))
             raise WebSearchError(f"web search failed: {type(exc).__name__}: {detail}") from exc
         results = reply.get("results") if isinstance(reply, dict) else None
         if not isinstance(results, list):

@@ -11,26 +11,27 @@ from langgraph.runtime import Runtime
 from selfcrag.components.base import ModelUse
 from selfcrag.components.llm.calls import run_limits
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import ledger_of
 from selfcrag.state import State
 
 
 def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]]) -> Any:  # Any: what add_node accepts
-    """A node that may call models, run within the run's limits (components/llm/calls.py): the call budget left
-    after `llm_calls`, shared with the nodes running in the same superstep (the same checkpoint), and the run's
-    deadline counted from `run_started`. The components read them from a ContextVar, so their Protocols stay."""
+    """A node that may call models, run within the run's limits (components/llm/calls.py): the call budget and
+    the deadline of the run's ledger (selfcrag/ledger.py), never state a client could have written. The
+    components read them from a ContextVar, so their Protocols stay. The update carries the ledger's totals."""
 
     def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        step = getattr(getattr(runtime, "execution_info", None), "checkpoint_id", None)
-        with run_limits(settings_of(runtime.context), spent=state.get("llm_calls", 0),
-                        started=state.get("run_started"), step=step):  # fmt: skip
-            return node(state, runtime)
+        settings = settings_of(runtime.context)
+        ledger = ledger_of(state, runtime, settings)
+        with run_limits(settings, ledger) as limits:
+            return ledger.spent(node(state, runtime), limits.reserved)
 
     run.__name__ = getattr(node, "__name__", "node")
     return run
 
 
 def spent(*results: ModelUse | None) -> dict[str, int]:
-    """The update for the run's model usage: what these results added (the state's reducers sum it)."""
+    """The run's model usage these results added; `bounded` adds it to the run's ledger and writes the totals."""
     used = [r for r in results if r is not None]
     return {"llm_calls": sum(r.llm_calls for r in used), "tokens": sum(r.tokens for r in used)}
 

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.speculate import discard_reason
 from selfcrag.progress import emit
@@ -32,15 +33,16 @@ def make(components: Components) -> NodeFunction:
             return {"speculation": {"kept": False, "reason": why},
                     "trace": [{"node": "adopt_draft", "decision": "discarded", "reason": why}]}  # fmt: skip
         draft = state["speculation"]
+        ledger = ledger_of(state, runtime, settings)
         return {
             "speculation": {"kept": True, "reason": "grading agrees"},
             "knowledge": refined,
             "answer": draft["answer"],
             "citations": draft["citations"],
             "missing": draft["missing"],
-            "generations": state.get("generations", 0) + 1,
+            "generations": ledger.next_generation(),
             "unsupported_claims": [],
-            **spent(refinement),
+            **ledger.spent(spent(refinement)),  # refined by scores: no model call, but the totals stay the run's
             "trace": [
                 {
                     "node": "adopt_draft",

@@ -28,7 +28,7 @@ def make(components: Components) -> NodeFunction:
     def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         question = state["question"]
-        history = history_from(state)
+        history = history_from(state, settings)
         why = depends_on_thread(question, history)
         if not why:
             reason = "it stands alone" if history else "the first question of the conversation"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from selfcrag import review_case, routing
 from selfcrag.chat import close_run
@@ -13,6 +14,8 @@ from selfcrag.components.backend import Components
 from selfcrag.components.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
+from selfcrag.ledger import forget, ledger_of
+from selfcrag.nodes.prepare import recent_messages
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
@@ -65,16 +68,17 @@ TRIAD = ("context_relevance", "groundedness", "answer_relevance")
 CLOSE_CALL = 0.1  # two documents this close in relevance: the question may mean either
 
 
-def earlier_answers(state: State) -> list[str]:
-    """What the assistant answered before in this thread (abstentions claim nothing)."""
+def earlier_answers(state: State, settings: Context) -> list[str]:
+    """What the assistant answered before in this thread (abstentions claim nothing), oldest first, within the
+    history's bounds (`recent_messages`)."""
     found = []
-    for message in state.get("messages") or []:
+    for message, text in recent_messages(state, settings):
         kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", "")
         extra = message.get("additional_kwargs", {}) if isinstance(message, dict) else message.additional_kwargs
         content = message.get("content") if isinstance(message, dict) else message.content
         if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain",):
-            found.append(content)
-    return found
+            found.append(text)
+    return found[::-1]
 
 
 def clarifying_question(state: State, settings: Context, language: str) -> str:
@@ -99,7 +103,7 @@ def most_confident(state: State, settings: Context) -> tuple[State, list[dict[st
     kept = state.get("drafts") or []
     if not kept:
         return state, []
-    earlier = earlier_answers(state)
+    earlier = earlier_answers(state, settings)
     scored = []
     for draft in kept:
         view = as_judged(state, draft)
@@ -118,7 +122,7 @@ def make(components: Components) -> NodeFunction:
         language = language_of(state.get("question", ""))
         minimum, band = settings.thresholds(), settings.caveat_band
         scores = triad(state)
-        conflicts = contradictions(state.get("answer") or "", earlier_answers(state))
+        conflicts = contradictions(state.get("answer") or "", earlier_answers(state, settings))
         unreadable = unreadable_reason(state, language)
         # An answer that failed the hallucination check after every regeneration is never shown as an answer;
         # nor is one to a question the evidence cannot read.
@@ -184,7 +188,12 @@ def make(components: Components) -> NodeFunction:
             update |= review_case.sealed_state(trace + update["trace"])
         elif review_case.must_seal():
             review_case.release()  # an earlier run of this thread held a draft; this one did not
-        runs.record(state, update, settings.domain)  # the quality monitor; never fails the run
+        # The run's counts as its ledger kept them, whatever a client wrote to the thread's state.
+        ledger = ledger_of(state, runtime, settings)
+        counts = {"llm_calls": ledger.calls, "tokens": ledger.tokens}
+        update |= {name: Overwrite(value) for name, value in counts.items()}
+        runs.record({**state, **counts}, update, settings.domain)  # the quality monitor; never fails the run
+        forget(state, runtime)  # no node of this run counts any more
         # A case for human review ends in human_review, once a person has decided.
         return update if decision == "human_review" else close_run(state, update)
 

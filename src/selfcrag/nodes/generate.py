@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 from selfcrag.components.backend import Components, component_for
 from selfcrag.components.drafting import RunEvidence, write_draft
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
-from selfcrag.routing import budget_left
 from selfcrag.state import NodeFunction, State
 
 
@@ -29,15 +29,17 @@ def run_evidence(state: State) -> RunEvidence:
 def make(components: Components) -> NodeFunction:
     def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
-        generation = state.get("generations", 0) + 1
+        ledger = ledger_of(state, runtime, settings)  # the run's counts, never the client-writable state's
+        generation = ledger.next_generation()
         avoid = list(state.get("unsupported_claims") or []) if generation > 1 else []
         run = run_evidence(state)
         if avoid:
             emit("generate", f"regenerating: {len(avoid)} unsupported statements", generation=generation)
         else:
             emit("generate", f"generating an answer from {len(run.knowledge)} strips", generation=generation)
-        made = write_draft(component_for(components, "generator", settings), run, settings, avoid,
-                           history_from(state), budget_left=budget_left(state, settings))  # fmt: skip
+        history, budget_left = history_from(state, settings), ledger.calls < settings.max_llm_calls
+        made = write_draft(component_for(components, "generator", settings), run, settings, avoid, history,
+                           budget_left=budget_left)  # fmt: skip
         draft = made.draft
         reason = f"generation {generation}/{settings.max_generations} from {len(run.knowledge)} strips"
         reason += "".join(f"; {note}" for note in made.notes)

@@ -8,6 +8,7 @@ reads it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -18,6 +19,7 @@ from selfcrag.components.backend import Components
 from selfcrag.components.base import Turn
 from selfcrag.components.sanitize import clean_text
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
 
 
@@ -48,19 +50,40 @@ def question_from(state: State) -> str:
     return clean_text(raw_question(state))
 
 
-def history_from(state: State) -> list[Turn]:
-    """The conversation before the question: user and assistant messages, without the question's own message."""
+def recent_messages(state: State, settings: Context) -> Iterator[tuple[AnyMessage | dict[str, Any], str]]:
+    """The chat messages a run reads, newest first, each with its text as sent: cut to `max_turn_chars` (marked
+    with an ellipsis), and none past `max_history_chars` in all. A client writes `messages`, so their size is
+    bounded here, before any cleaning or prompt sees them: a 20 MB earlier message became a 20-million-character
+    prompt."""
+    budget = settings.max_history_chars
+    for message in reversed(state.get("messages") or []):
+        if budget <= 0:
+            return
+        if not (_is_user_message(message) or _is_ai_message(message)):
+            continue
+        text = _text_of(message)
+        kept = text[: min(settings.max_turn_chars, budget)]
+        budget -= len(kept)
+        yield message, kept + (" …" if len(kept) < len(text) else "")
+
+
+def history_from(state: State, settings: Context) -> list[Turn]:
+    """The conversation before the question, oldest first: user and assistant messages within the history's
+    bounds (`recent_messages`), without the question's own message."""
     turns: list[Turn] = []
-    for message in state.get("messages") or []:
-        text = clean_text(_text_of(message))  # the same cleaning as the question, so the two compare equal
-        if text and _is_user_message(message):
-            turns.append(Turn(role="user", content=text))
-        elif text and _is_ai_message(message):
-            turns.append(Turn(role="assistant", content=text))
-    # The question's own message: as sent, or as `contextualize` found it before making it stand alone (`asked`).
-    if turns and turns[-1]["role"] == "user" and turns[-1]["content"] in (question_from(state), state.get("asked")):
-        turns.pop()
-    return turns
+    asked, newest = (question_from(state), state.get("asked")), True
+    for message, text in recent_messages(state, settings):
+        text = clean_text(text)  # the same cleaning as the question, so the two compare equal
+        if not text:
+            continue
+        user = _is_user_message(message)
+        # The question's own message: as sent, or as `contextualize` found it before making it stand alone (`asked`).
+        if newest and user and text in asked:
+            newest = False
+            continue
+        newest = False
+        turns.append(Turn(role="user" if user else "assistant", content=text))
+    return turns[::-1]
 
 
 def _is_ai_message(message: AnyMessage | dict[str, Any]) -> bool:
@@ -120,10 +143,10 @@ def make(components: Components) -> NodeFunction:
             "web_searched": False,
             "retrieval_rounds": 0,
             "generations": 0,
-            "llm_calls": Overwrite(0),  # the counters sum node updates: a new run starts them at 0
+            "llm_calls": Overwrite(0),  # the counters keep the larger total: a new run starts them at 0
             "tokens": Overwrite(0),
             "review": {},
-            "run_started": time.time(),  # the run's deadline counts from here (components/llm/calls.py)
+            "run_ledger": open_run(runtime),  # the run's counts and deadline, kept in this process (ledger.py)
             "trace": [
                 {
                     "node": "prepare",

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import ledger_of
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State
@@ -26,9 +27,10 @@ def make(components: Components) -> NodeFunction:
         query = state.get("query") or state["question"]
         retrieved = components.retriever_for(settings).retrieve(query, settings)
         passages, removed = injection.clean_passages(retrieved)  # documents are data, never instructions
-        rounds = state.get("retrieval_rounds", 0) + 1
         seen = list(state.get("seen") or [])
         new = [p for p in passages if p["id"] not in seen]
+        ledger = ledger_of(state, runtime, settings)  # the run's round count, never the client-writable state's
+        rounds = ledger.next_round(new_evidence=bool(new))
         fresh = f", {len(new)} new" if rounds > 1 else ""  # every passage of the first round is new
         emit("retrieve", f"retrieved {len(passages)} passages{fresh} (round {rounds}/{settings.max_retrieval_rounds})",
              passages=len(passages), new=len(new), round=rounds)
@@ -41,7 +43,7 @@ def make(components: Components) -> NodeFunction:
             "retrieval_rounds": rounds,
             "queries": [*(state.get("queries") or []), query],
             # New evidence: the generation budget starts again (a round with none ends the correction instead).
-            "generations": 0 if new or rounds == 1 else state.get("generations", 0),
+            "generations": ledger.generations,
             "trace": [
                 {
                     "node": "retrieve",

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components, component_for
 from selfcrag.components.base import Strip
+from selfcrag.components.redaction import redact
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
@@ -74,9 +75,9 @@ def make(components: Components) -> NodeFunction:
         try:
             refinement = components.refiner.refine(state["question"], passages, settings)
             draft = components.generator.generate(state["question"], refinement.strips, settings, [],
-                                                  history=history_from(state))  # fmt: skip
+                                                  history=history_from(state, settings))  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - an optional draft: any fault sends the run down the normal path
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {redact(str(exc))}"
             return {"speculation": {"error": error},
                     "trace": [{"node": "speculate", "decision": "no draft", "reason": "speculation failed",
                                "error": error}]}  # fmt: skip

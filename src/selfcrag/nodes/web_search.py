@@ -14,6 +14,7 @@ from selfcrag.components.backend import Components
 from selfcrag.components.base import WebSearchError
 from selfcrag.components.refine import accumulate
 from selfcrag.context import Context, settings_of
+from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
 from selfcrag.quality import injection
@@ -24,6 +25,7 @@ def make(components: Components) -> NodeFunction:
     def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         query = state.get("web_query") or state["question"]
+        ledger_of(state, runtime, settings).new_evidence()
         update: dict[str, Any] = {"web_searched": True, "generations": 0}
         try:
             results, removed = injection.clean_passages(components.web.search(query, settings))

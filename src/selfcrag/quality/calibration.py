@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -248,20 +249,38 @@ def shipped(backend: str = "offline") -> Path:
     return own if own.is_file() else folder / "offline.json"
 
 
+LARGEST_FILE = 1_000_000  # bytes; a fitted file is a few kilobytes
+
+
 def load(path: str | Path) -> Calibrator:
-    """The calibrator in `path`; CalibrationError (one line) when it is unreadable or malformed."""
+    """The calibrator in `path`; CalibrationError (one line) when it is unreadable or malformed, not a regular file
+    (a FIFO would block the reader, /dev/zero never ends) or larger than any calibration."""
     path = Path(path)
     try:
-        stamp = os.stat(path).st_mtime_ns
+        found = os.stat(path)
     except OSError as exc:
         raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
-    return _load(str(path), stamp)
+    if not stat.S_ISREG(found.st_mode):
+        raise CalibrationError(f"calibration file {path} is not a regular file")
+    if found.st_size > LARGEST_FILE:
+        raise CalibrationError(f"calibration file {path} has {found.st_size:,} bytes, more than a calibration has")
+    return _load(str(path), found.st_mtime_ns)
+
+
+def _read(path: str) -> str:
+    """The file's text, opened without blocking and checked again once open (it may have been swapped since)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        opened = os.fstat(file.fileno())
+        if not stat.S_ISREG(opened.st_mode) or opened.st_size > LARGEST_FILE:
+            raise ValueError("not a regular file of a calibration's size")
+        return file.read(LARGEST_FILE + 1).decode("utf-8")
 
 
 @lru_cache(maxsize=16)
 def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is read again
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(_read(path))
         model = data["model"]
         names = tuple(str(n) for n in model["features"])
         numbers = [tuple(float(v) for v in model[key]) for key in ("mean", "scale", "weights")]

@@ -1,11 +1,11 @@
 """The one place every model call goes through: the run's call budget, deadlines, retries and reply sizes.
 
 - Budget: `max_llm_calls` is a hard ceiling over the whole run. Every attempt (retries and rejected
-  structured-output probes included) takes one call from the run's ledger first; when none is left the call is
-  not made and the component degrades in its configured direction. The two checks of a draft run at the same
-  time, so the ledger is shared by every node of a superstep (they start from the same `llm_calls` in state).
+  structured-output probes included) takes one call from the run's ledger (selfcrag/ledger.py: in this process,
+  never in client-writable state) first; when none is left the call is not made and the component degrades in
+  its configured direction. The two checks of a draft run at the same time and share the run's one ledger.
 - Deadlines: a call (all its attempts) ends `llm_timeout` seconds after it starts, and never after the run's
-  own deadline (`run_timeout` from the run's start, which `prepare` records). The model is called in a worker
+  own deadline (`run_timeout` from the run's start, which its ledger records). The model is called in a worker
   thread and we stop waiting at the deadline, whatever the server does (silent, one byte a second): httpx
   timeouts are per read, so the client alone cannot promise that. The abandoned thread ends when the client's
   own timeout fires (ChatOpenAI is built with `timeout=llm_timeout`); it is a daemon, so it never holds the
@@ -27,17 +27,16 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfcrag.components.llm.faults import describe, is_transient, retry_after
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
+    from selfcrag.ledger import RunLedger
 
 T = TypeVar("T")
 
@@ -87,43 +86,19 @@ class TotalTimeoutError(TimeoutError):
 
 
 @dataclass
-class _Ledger:
-    """Calls made by the nodes of one superstep; shared, because concurrent nodes draw on one budget."""
-
-    used: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_LEDGERS: OrderedDict[str, _Ledger] = OrderedDict()
-_LEDGERS_LOCK = threading.Lock()
-_LEDGERS_KEPT = 4096  # supersteps remembered; a superstep's nodes all start within moments of each other
-
-
-def _ledger(step: str) -> _Ledger:
-    with _LEDGERS_LOCK:
-        ledger = _LEDGERS.get(step)
-        if ledger is None:
-            ledger = _LEDGERS[step] = _Ledger()
-            while len(_LEDGERS) > _LEDGERS_KEPT:
-                _LEDGERS.popitem(last=False)
-        return ledger
-
-
-@dataclass
 class RunLimits:
     max_calls: int
-    spent: int  # calls the run had made before this superstep (state["llm_calls"])
     deadline: float  # time.monotonic() when the run's time is up
     run_timeout: float
-    ledger: _Ledger
+    ledger: RunLedger  # the run's counts, shared by the concurrent nodes of a superstep (selfcrag/ledger.py)
+    reserved: int = 0  # calls this node took from the ledger
 
     def reserve(self) -> bool:
         """Take one call from the budget; False when none is left."""
-        with self.ledger.lock:
-            if self.spent + self.ledger.used >= self.max_calls:
-                return False
-            self.ledger.used += 1
-            return True
+        if not self.ledger.reserve_call(self.max_calls):
+            return False
+        self.reserved += 1
+        return True
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -133,12 +108,10 @@ _LIMITS: contextvars.ContextVar[RunLimits | None] = contextvars.ContextVar("self
 
 
 @contextmanager
-def run_limits(settings: Context, *, spent: int, started: float | None, step: str | None) -> Iterator[RunLimits]:
-    """The limits of the run for the calls made inside: `spent` calls so far, the run began at `started`
-    (time.time(); None: now), and `step` names the superstep (its checkpoint id) whose nodes share a ledger."""
-    left = settings.run_timeout - (time.time() - started) if started else settings.run_timeout
-    limits = RunLimits(max_calls=settings.max_llm_calls, spent=spent, deadline=time.monotonic() + left,
-                       run_timeout=settings.run_timeout, ledger=_ledger(step or uuid.uuid4().hex))  # fmt: skip
+def run_limits(settings: Context, ledger: RunLedger) -> Iterator[RunLimits]:
+    """The limits of the run for the calls made inside: its budget and deadline, counted in its `ledger`."""
+    limits = RunLimits(max_calls=settings.max_llm_calls, deadline=ledger.started + settings.run_timeout,
+                       run_timeout=settings.run_timeout, ledger=ledger)  # fmt: skip
     token = _LIMITS.set(limits)
     try:
         yield limits

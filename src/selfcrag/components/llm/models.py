@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from selfcrag.components.llm.faults import ModelConfigError
+from selfcrag.components.redaction import redact
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -78,7 +79,7 @@ def chat_model(spec: str, *, temperature: float, timeout: float, base_url: str =
                                                max_retries=0)  # fmt: skip
         return model
     except (ImportError, ValueError) as exc:
-        raise ModelConfigError(f"cannot build model {spec!r}: {exc}") from exc
+        raise ModelConfigError(f"cannot build model {spec!r}: {redact(str(exc))}") from exc
 
 
 class ChatModels:
