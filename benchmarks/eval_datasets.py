@@ -63,8 +63,9 @@ def squad_split(folder: Path, split: str, per_class: int, seed: int, work: Path)
     articles = [a for a in json.loads((folder / "dev-v2.0.json").read_text())["data"]
                 if (a["title"] in allowed) == (split == "allowed")]  # fmt: skip
     pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
-             "is_impossible": qa["is_impossible"], "context_title": article["title"]}
-            for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+             "is_impossible": qa["is_impossible"], "context_title": article["title"],
+             "context_id": f"{article['title']}#p{i}"}  # the corpus id of the question's paragraph (hit@k)
+            for article in articles for i, paragraph in enumerate(article["paragraphs"]) for qa in paragraph["qas"]
             if qa["id"] not in taken]  # fmt: skip
     draw = random.Random(seed)
     questions = [q for impossible in (False, True)
