@@ -18,12 +18,14 @@ are chosen greedily by grouped cross-validation over both sources together, amon
 count the question's own words (`QUESTION_WORDING`: these questions were written from their passages, users
 paraphrase; `--with-question-wording` lets the fit take them); a feature is taken only if the general cost's show
 floor then keeps at least as many right drafts. The table gives AUROC / ECE / AURC per source, of the confidence the
-runs had (before) and of the cross-validated fit (after). No floor is chosen here: each domain's cost
-(data/presets.json) sets its floor, p >= cost / (1 + cost); the last table says what each preset cost's floor does
-on the tuning runs' cross-validated probabilities, per source, beside plain RAG (effective reliability Phi_1 and
-Phi_3, right answers and unanswerable questions answered against plain's). HotpotQA, PopQA and the reserved SQuAD
-articles are never used here. Re-run after a new feature lands in quality/calibration.py FEATURES; writes
-benchmarks/results/calibration_fit.json.
+runs had (before) and of the cross-validated fit (after). No floor is fitted: each domain's cost (data/presets.json)
+sets its floor, p >= cost / (1 + cost); the last table says what each cost's floor does on the tuning runs'
+cross-validated probabilities, per source, beside plain RAG (effective reliability Phi_1 and Phi_3, right answers and
+unanswerable questions answered against plain's), and names the general preset's cost by its rule: the most cautious
+cost that keeps at least 0.8x plain RAG's right answers in every source (presets.json is edited by hand).
+HotpotQA, PopQA and the reserved SQuAD articles are never used here. Re-run after a new feature lands in
+quality/calibration.py FEATURES; writes benchmarks/results/calibration_fit.json. `--records FILE` keeps the runs'
+records there, and a later run with the same FILE refits from them without running the graph again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from eval_datasets import (  # noqa: E402
 )
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
+COSTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # the costs whose floors the last table shows
+KEEP_RIGHT = 0.8  # the general cost is the most cautious that keeps this share of plain RAG's right answers
 EVAL_DRAW = (100, 0)  # eval_datasets.py's default squad-allowed draw (per class, seed): never fitted on
 
 
@@ -110,7 +114,17 @@ def main(argv: list[str] | None = None) -> int:
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
 
-    from selfcrag.evaluation.calibrate import cost_table, fit, keeps_at, provenance, rows_of, source_table, table, write
+    from selfcrag.evaluation.calibrate import (
+        cost_table,
+        fit,
+        keeps_at,
+        most_cautious_cost,
+        provenance,
+        rows_of,
+        source_table,
+        table,
+        write,
+    )
     from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING
     from selfcrag.quality.thresholds import PRESETS, show_floor
 
@@ -151,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                "HaluEval 500 over its split corpus)")
     origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
     write(args.out, fitted, origin)
-    costs = sorted({preset.cost for preset in PRESETS.values()})
+    costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
     floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
+    general = most_cautious_cost(floors, KEEP_RIGHT)
     cpu = round(time.process_time() - started, 1)
     print(table(fitted))
     print(source_table(fitted))
@@ -166,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['cost']:>5g}{row['floor']:>7.2f} {row['source']:<10}{row['coverage']:>9.3f}{row['right']:>7}"
               f"{row['wrong']:>7}{row['phi_1']:>+8.3f}{row['plain_phi_1']:>+8.3f}{row['phi_3']:>+8.3f}"
               f"{row['plain_phi_3']:>+8.3f}{ratios[0]:>12}{ratios[1]:>13}")
+    print(f"general preset: the most cautious cost that keeps >= {KEEP_RIGHT:g}x plain RAG's right answers in every "
+          f"source: {general} (data/presets.json has {PRESETS['general'].cost:g})")
     print(f"wrote {args.out}; {cpu} CPU s")
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "cost_floors": floors,
+               "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
+                                        "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
                "cpu_seconds": cpu, "command": command, "git_commit": origin["git_commit"]}
     (RESULTS / "calibration_fit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -95,7 +95,7 @@ class Context(BaseModel):
     domain: Literal["general", "customer_service", "financial", "medical", "legal"] = run(
         "general",
         "Preset of minimum context relevance / groundedness / answer relevance and the cost of a wrong answer "
-        "(data/presets.json): general .70/.75/.70, cost 1; customer_service .75/.80/.75, cost 1.5; financial "
+        "(data/presets.json): general .70/.75/.70, cost 0.75; customer_service .75/.80/.75, cost 1.5; financial "
         ".85/.85/.80, cost 2; medical and legal .90/.90/.85, cost 3.",
     )
     wrong_answer_cost: float = run(

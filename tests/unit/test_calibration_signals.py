@@ -87,3 +87,12 @@ def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
     assert model.contributions(values)["answer_relevance"] == -0.5
     assert model.contributions(values, unmeasured(failed))["answer_relevance"] == 0.0  # type: ignore[arg-type]
     assert model.probability(values, frozenset({"answer_relevance"})) > model.probability(values)
+
+
+def test_the_general_cost_is_the_most_cautious_that_keeps_enough_right_answers_everywhere():
+    table = [{"cost": 0.5, "right_vs_plain": 0.95}, {"cost": 0.5, "right_vs_plain": 0.9},
+             {"cost": 1, "right_vs_plain": 0.85}, {"cost": 1, "right_vs_plain": 0.7},  # one source loses too many
+             {"cost": 3, "right_vs_plain": 0.1}, {"cost": 3, "right_vs_plain": 0.2}]  # fmt: skip
+    assert fitting.most_cautious_cost(table, 0.8) == 0.5
+    assert fitting.most_cautious_cost(table, 0.7) == 1
+    assert fitting.most_cautious_cost(table, 0.99) is None

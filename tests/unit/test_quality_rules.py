@@ -12,7 +12,7 @@ from selfcrag.quality.thresholds import PRESETS, Thresholds, show_floor, thresho
 @pytest.mark.parametrize(
     ("domain", "expected", "floor"),
     [
-        ("general", (0.70, 0.75, 0.70), 0.5),
+        ("general", (0.70, 0.75, 0.70), 0.4286),
         ("customer_service", (0.75, 0.80, 0.75), 0.6),
         ("financial", (0.85, 0.85, 0.80), 0.6667),
         ("medical", (0.90, 0.90, 0.85), 0.75),
@@ -23,6 +23,7 @@ def test_presets_match_the_specification(domain, expected, floor):
     # Each domain's cost sets its floor, p >= cost / (1 + cost); a plain answer needs the caveat band above it.
     assert show_floor(PRESETS[domain].cost) == floor
     assert thresholds_for(Context(domain=domain)) == Thresholds(*expected, round(floor + 0.15, 4))
+    assert PRESETS["general"].cost < PRESETS["customer_service"].cost < PRESETS["financial"].cost
 
 
 def test_the_cost_of_a_wrong_answer_sets_the_floor_and_can_be_overridden():

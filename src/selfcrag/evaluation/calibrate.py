@@ -351,3 +351,12 @@ def cost_table(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plai
                 "unanswerable_vs_plain": (round(sum(1 for r in shown if r["impossible"]) / theirs["unanswerable"], 4)
                                           if theirs["unanswerable"] else None)})  # fmt: skip
     return table
+
+
+def most_cautious_cost(table: Sequence[dict[str, Any]], keep: float) -> float | None:
+    """The highest cost whose floor still shows at least `keep` times plain RAG's right answers in every tuning
+    source (`cost_table` rows): how the general preset's cost is chosen, so that caution costs few right answers
+    in the source that loses most. None when no cost keeps that many."""
+    costs = sorted({row["cost"] for row in table})
+    kept = [c for c in costs if all((row["right_vs_plain"] or 0.0) >= keep for row in table if row["cost"] == c)]
+    return max(kept, default=None)
