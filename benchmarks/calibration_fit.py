@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work)
     halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work)
     sources = {"squad": (squad, squad_corpus), "halueval": (halueval, halueval_corpus)}
-    if args.records and args.records.is_file():
+    reused = bool(args.records and args.records.is_file())
+    if reused:
         records = load_jsonl(args.records)
         print(f"reusing {len(records)} records from {args.records}", file=sys.stderr)
     else:
@@ -160,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out], keeps=keeps)
     files = [work / f"{name}.jsonl" for name in sources] + [squad_corpus, halueval_corpus]
     wording = " --with-question-wording" if args.with_question_wording else ""
+    if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
+        wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
                "HaluEval 500 over its split corpus)")
