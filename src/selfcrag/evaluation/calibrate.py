@@ -135,7 +135,7 @@ def monotone(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L
     return all(FEATURES[n][0] * w >= 0 for n, w in zip(names, weights, strict=True))
 
 
-# How many right drafts the abstain floor a rule picks from these probabilities still shows (see `floor_keeps`).
+# How many right drafts a floor still shows, from these probabilities (see `keeps_at`).
 Keeps = Callable[[Sequence[float], Sequence[dict[str, Any]]], float]
 
 
