@@ -29,7 +29,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.win { font-weight: bold; background: #e8f4e8; }
 tr.wrong td.verdict { color: #b00020; } tr.right td.verdict { color: #1a7f37; }
-table.questions td { text-align: left; vertical-align: top; font-size: 0.9em; }
+table.questions td, table.questions th { text-align: left; vertical-align: top; font-size: 0.9em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; } figcaption { font-size: 0.9em; color: #555; max-width: 600px; }
 .note { color: #555; font-size: 0.9em; }
