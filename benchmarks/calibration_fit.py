@@ -1,4 +1,4 @@
-"""Re-fit the shipped calibration and the general abstain floor from the tuning data, in one reproducible command.
+"""Re-fit the shipped calibration from the tuning data and say what each preset cost's floor does there: one command.
 
     .venv/bin/python benchmarks/calibration_fit.py [--per-class 300] [--seed 1] [--datasets ../shared/datasets]
                                                    [--out src/selfcrag/data/calibration/offline.json]
@@ -13,18 +13,19 @@ Two source domains, so the fit is not one dataset's habits:
   corpus also reads "century.First" as one token, which leaves ~40% of its questions without any draft). Each
   question is its own group.
 
-Every question runs through the offline graph (`selfcrag calibrate`'s runner), and plain RAG for the floor rule.
-Features are chosen greedily by grouped cross-validation over both sources together, among all candidates but
-those that count the question's own words (`QUESTION_WORDING`: these questions were written from their passages,
-users paraphrase; `--with-question-wording` lets the fit take them). The table gives AUROC / ECE / AURC per source,
-of the confidence the runs had (before) and of the cross-validated fit (after). The general domain's abstain floor and
-caveat band are then chosen on the same out-of-fold probabilities (`evaluation/calibrate.py` `choose_floor`: the
-lowest floor at which the graph answers at most `floor_rule.unanswerable_vs_plain` (0.5) times as many of the
-unanswerable tuning questions as plain RAG does; the plain-answer minimum is the floor plus the `caveat_band`
-setting, which also decides when weak evidence is corrected, so it is not moved here) and written to presets.json
-with their provenance; the other domains keep their offsets from general. HotpotQA, PopQA and the reserved SQuAD
-articles are never used here. Re-run after a new feature lands in quality/calibration.py FEATURES; writes
-benchmarks/results/calibration_fit.json.
+Every question runs through the offline graph (`selfcrag calibrate`'s runner), and plain RAG beside it. Features
+are chosen greedily by grouped cross-validation over both sources together, among all candidates but those that
+count the question's own words (`QUESTION_WORDING`: these questions were written from their passages, users
+paraphrase; `--with-question-wording` lets the fit take them); a feature is taken only if the general cost's show
+floor then keeps at least as many right drafts. The table gives AUROC / ECE / AURC per source, of the confidence the
+runs had (before) and of the cross-validated fit (after). No floor is fitted: each domain's cost (data/presets.json)
+sets its floor, p >= cost / (1 + cost); the last table says what each cost's floor does on the tuning runs'
+cross-validated probabilities, per source, beside plain RAG (effective reliability Phi_1 and Phi_3, right answers and
+unanswerable questions answered against plain's), and names the general preset's cost by its rule: the most cautious
+cost that keeps at least 0.8x plain RAG's right answers in every source (presets.json is edited by hand).
+HotpotQA, PopQA and the reserved SQuAD articles are never used here. Re-run after a new feature lands in
+quality/calibration.py FEATURES; writes benchmarks/results/calibration_fit.json. `--records FILE` keeps the runs'
+records there, and a later run with the same FILE refits from them without running the graph again.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ from eval_datasets import (  # noqa: E402
 )
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
-PRESETS = ROOT / "src" / "selfcrag" / "data" / "presets.json"
-UNANSWERABLE_VS_PLAIN = 0.5  # the floor rule's default when the presets file names none
+COSTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # the costs whose floors the last table shows
+KEEP_RIGHT = 0.8  # the general cost is the most cautious that keeps this share of plain RAG's right answers
 EVAL_DRAW = (100, 0)  # eval_datasets.py's default squad-allowed draw (per class, seed): never fitted on
 
 
@@ -108,32 +109,32 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--per-class", type=int, default=300, help="SQuAD questions per class beyond the dev sample")
     cli.add_argument("--seed", type=int, default=1, help="which of those questions are drawn")
     cli.add_argument("--out", type=Path, default=SHIPPED)
-    cli.add_argument("--presets", type=Path, default=PRESETS, help="presets file whose general floor is chosen")
     cli.add_argument("--records", type=Path, help="reuse (or, when missing, keep) the runs' records here")
     cli.add_argument("--with-question-wording", action="store_true",
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
 
-    from selfcrag import Context
     from selfcrag.evaluation.calibrate import (
-        choose_floor,
+        cost_table,
         fit,
-        floor_keeps,
+        keeps_at,
+        most_cautious_cost,
         provenance,
         rows_of,
         source_table,
         table,
         write,
-        write_presets,  # fmt: skip
     )
     from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING
+    from selfcrag.quality.thresholds import PRESETS, show_floor
 
     started = time.process_time()
     work = Path(tempfile.mkdtemp(prefix="selfcrag-calibration-"))
     squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work)
     halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work)
     sources = {"squad": (squad, squad_corpus), "halueval": (halueval, halueval_corpus)}
-    if args.records and args.records.is_file():
+    reused = bool(args.records and args.records.is_file())
+    if reused:
         records = load_jsonl(args.records)
         print(f"reusing {len(records)} records from {args.records}", file=sys.stderr)
     else:
@@ -142,11 +143,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.records:
             args.records.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows = rows_of(records)
-    rule = json.loads(args.presets.read_text(encoding="utf-8")).get("floor_rule") or {}
-    ratio = float(rule.get("unanswerable_vs_plain", UNANSWERABLE_VS_PLAIN))
-    plain_answered = sum(1 for r in records if r["system"] == "plain" and r["is_impossible"] and r["answered"])
-    # A feature is taken only if the floor chosen below then withholds no more right answers (`select`).
-    keeps = floor_keeps(plain_answered, ratio)
+    plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
+                      "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
+                                   and r["correct"]),
+                      "wrong": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
+                                   and r["answered"] and not r["correct"]),
+                      "unanswerable": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
+                                          and r["answered"] and r["is_impossible"])}
+             for source in sources}  # fmt: skip
+    # A feature is taken only if the general cost's floor then withholds no more right answers (`select`).
+    keeps = keeps_at(show_floor(PRESETS["general"].cost))
     # Not the question-wording features unless asked: the tuning questions were written from their passages.
     left_out = () if args.with_question_wording else QUESTION_WORDING
     fitted = fit(rows, [name for name in FEATURES if name not in left_out], keeps=keeps)
@@ -155,31 +161,38 @@ def main(argv: list[str] | None = None) -> int:
     neutral = fit(rows, [name for name in BACKEND_NEUTRAL if name not in left_out], keeps=keeps)
     files = [work / f"{name}.jsonl" for name in sources] + [squad_corpus, halueval_corpus]
     wording = " --with-question-wording" if args.with_question_wording else ""
+    if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
+        wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
                "HaluEval 500 over its split corpus)")
     origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
     write(args.out, fitted, origin)
-    band = choose_floor(fitted["out_of_fold"], rows, plain_answered, ratio, Context().caveat_band)
-    write_presets(args.presets, band, f"{command}; git {origin['git_commit'] or '?'}, {origin['date']}")
+    costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
+    floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
+    general = most_cautious_cost(floors, KEEP_RIGHT)
     cpu = round(time.process_time() - started, 1)
     print(table(fitted))
     print(source_table(fitted))
     print("backend-neutral features only (what the model backend's default file could reach at best):")
     print(table(neutral))
     print(source_table(neutral))
-    print(f"{'floor':>6}{'coverage':>10}{'risk':>7}{'kept right':>12}{'unans./plain':>14}   (tuning, cross-validated)")
-    for point in band["curve"]:
-        risk = "—" if point["risk"] is None else format(point["risk"], ".3f")
-        print(f"{point['floor']:>6.2f}{point['coverage']:>10.3f}{risk:>7}{point['kept_right']:>12.3f}"
-              f"{point['unanswerable_vs_plain']:>14.3f}" + ("   <- chosen" if point["floor"] == band["floor"] else ""))
-    print(f"general: abstain below {band['floor']:.2f}, caveat below {band['overall']:.2f} (band {band['band']:.2f}); "
-          f"{band['rule']}")
-    print(f"wrote {args.out} and {args.presets}; {cpu} CPU s")
+    print(f"{'cost':>5}{'floor':>7} {'source':<10}{'coverage':>9}{'right':>7}{'wrong':>7}{'Phi1':>8}{'plain':>8}"
+          f"{'Phi3':>8}{'plain':>8}{'right/plain':>12}{'unans./plain':>13}   (tuning, cross-validated)")
+    for row in floors:
+        ratios = [("—" if row[k] is None else f"{row[k]:.2f}") for k in ("right_vs_plain", "unanswerable_vs_plain")]
+        print(f"{row['cost']:>5g}{row['floor']:>7.2f} {row['source']:<10}{row['coverage']:>9.3f}{row['right']:>7}"
+              f"{row['wrong']:>7}{row['phi_1']:>+8.3f}{row['plain_phi_1']:>+8.3f}{row['phi_3']:>+8.3f}"
+              f"{row['plain_phi_3']:>+8.3f}{ratios[0]:>12}{ratios[1]:>13}")
+    print(f"general preset: the most cautious cost that keeps >= {KEEP_RIGHT:g}x plain RAG's right answers in every "
+          f"source: {general} (data/presets.json has {PRESETS['general'].cost:g})")
+    print(f"wrote {args.out}; {cpu} CPU s")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "floor": band,
+    summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "cost_floors": floors,
+               "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
+                                        "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
-               "cpu_seconds": cpu, "command": command}
+               "cpu_seconds": cpu, "command": command, "git_commit": origin["git_commit"]}
     (RESULTS / "calibration_fit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -63,8 +63,9 @@ def squad_split(folder: Path, split: str, per_class: int, seed: int, work: Path)
     articles = [a for a in json.loads((folder / "dev-v2.0.json").read_text())["data"]
                 if (a["title"] in allowed) == (split == "allowed")]  # fmt: skip
     pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
-             "is_impossible": qa["is_impossible"], "context_title": article["title"]}
-            for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+             "is_impossible": qa["is_impossible"], "context_title": article["title"],
+             "context_id": f"{article['title']}#p{i}"}  # the corpus id of the question's paragraph (hit@k)
+            for article in articles for i, paragraph in enumerate(article["paragraphs"]) for qa in paragraph["qas"]
             if qa["id"] not in taken]  # fmt: skip
     draw = random.Random(seed)
     questions = [q for impossible in (False, True)
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
             *(("squad2/dev-v2.0.json", "squad2/dev_sample_200.jsonl") if splits else ()))
 
     from selfcrag.cli import main as selfcrag
+    from selfcrag.evaluation.calibrate import git_commit
+
+    argv_used = sys.argv[1:] if argv is None else argv
 
     work = Path(tempfile.mkdtemp(prefix="selfcrag-eval-splits-"))
     table = {}
@@ -190,14 +194,20 @@ def main(argv: list[str] | None = None) -> int:
         if code := selfcrag(command):
             return code
         table[name] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        # What produced these figures, beside them: the code's commit and this script's own command line.
+        table[name]["run"] |= {"git_commit": git_commit(),
+                               "command": " ".join(["benchmarks/eval_datasets.py", *argv_used])}
+        (out / "metrics.json").write_text(json.dumps(table[name], indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{'set':<16}{'system':<10}{'answerable acc':>15}{'unans. answered':>16}{'AUROC':>7}{'AURC':>7}"
-          f"{'ECE':>7}{'p50 ms':>8}{'seconds':>9}")
+    print(f"\n{'set':<16}{'system':<10}{'Phi1':>7}{'Phi3':>7}{'coverage':>9}{'right':>6}{'wrong':>6}"
+          f"{'unans. answered':>16}{'AUROC':>7}{'AURC':>7}{'ECE':>7}{'hit@k':>7}{'p50 ms':>8}{'seconds':>9}")
     for name, result in table.items():
         for system, m in result["systems"].items():
-            print(f"{name:<16}{system:<10}{_pct(m['answerable_accuracy']):>15}{_pct(m['unanswerable_answered']):>16}"
-                  f"{_num(m['auroc']):>7}{_num(m['aurc']):>7}{_num(m['ece']):>7}"
+            phi = m["effective_reliability"]
+            print(f"{name:<16}{system:<10}{_num(phi['1']):>7}{_num(phi['3']):>7}{_pct(m['coverage']):>9}"
+                  f"{m['right']:>6}{m['wrong']:>6}{_pct(m['unanswerable_answered']):>16}"
+                  f"{_num(m['auroc']):>7}{_num(m['aurc']):>7}{_num(m['ece']):>7}{_pct(m['hit_at_k']):>7}"
                   f"{_num(m['latency_ms']['p50'], 0):>8}{result['run']['seconds']:>9}")
     return 0
 

@@ -94,10 +94,17 @@ class Context(BaseModel):
     # --- quality bar: domain preset, risk, per-threshold overrides (quality/thresholds.py) ------------
     domain: Literal["general", "customer_service", "financial", "medical", "legal"] = run(
         "general",
-        "Preset of minimum context relevance / groundedness / answer relevance / confidence (the probability the "
-        "answer is right): general .70/.75/.70 and the confidence minimum benchmarks/calibration_fit.py chose "
-        "(data/presets.json), customer_service .75/.80/.75 and that +.05, financial .85/.85/.80 and +.15, "
-        "medical and legal .90/.90/.85 and +.25.",
+        "Preset of minimum context relevance / groundedness / answer relevance and the cost of a wrong answer "
+        "(data/presets.json): general .70/.75/.70, cost 0.75; customer_service .75/.80/.75, cost 1.5; financial "
+        ".85/.85/.80, cost 2; medical and legal .90/.90/.85, cost 3.",
+    )
+    wrong_answer_cost: float = run(
+        -1.0,
+        "Override: what a wrong answer shown costs, counted in right answers (negative = the domain preset's). "
+        "An answer is shown only when its confidence p (the probability it is right) makes p - cost*(1-p) >= 0, "
+        "i.e. p >= cost/(1+cost): cost 1 -> 0.5, 3 -> 0.75; within `caveat_band` above that, with a caveat.",
+        ge=-1.0,
+        le=4.0,
     )
     risk: Literal["low", "normal", "critical"] = run("normal", "Moves every preset minimum by -0.05 / 0 / +0.05.")
     min_context_relevance: float = run(
@@ -119,15 +126,16 @@ class Context(BaseModel):
     )
     min_confidence: float = run(
         -1.0,
-        "Override: minimum confidence (probability the answer is right) for a plain answer (negative = from the "
-        "preset).",
+        "Override: minimum confidence (probability the answer is right) for a plain answer (negative = the cost's "
+        "floor plus `caveat_band`).",
         **OVERRIDE,
     )
     caveat_band: float = run(
         0.15,
         "Confidence up to this far below its minimum still answers, with a caveat saying what is uncertain; "
-        "further below, abstain (or human review). Evidence this far below the minimum context relevance is "
-        "corrected before generating.",
+        "further below, abstain (or human review). With the minimum from the cost, the band lies above the cost's "
+        "floor, so it never shows an answer the cost would withhold. Evidence this far below the minimum context "
+        "relevance is corrected before generating.",
         **UNIT,
     )
     # --- bounds (the graph's own counters; never LangGraph's recursion limit) -----------------------

@@ -42,7 +42,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
             sink.write(json.dumps({"id": f"sample-{i}", "question": row["question"],
                                    "answers": [row["answer"]] if row["answerable"] else [],
                                    "is_impossible": not row["answerable"],
-                                   "context_title": row["doc_id"] or ""}) + "\n")  # fmt: skip
+                                   "context_title": row["doc_id"] or "",
+                                   **({"context_id": row["doc_id"]} if row["doc_id"] else {})}) + "\n")  # fmt: skip
     proc = run("ingest", str(SAMPLE_KB), "--index", str(root / "index"))
     assert proc.returncode == 0, proc.stderr
     return root
@@ -78,6 +79,8 @@ def test_records_and_metrics(evaluated):
             assert r["signals"]["retrieval_rounds"] >= 1 and r["trace"][0]["node"] == "prepare"
             assert "messages" not in r["detail"]
         assert r["latency_ms"] > 0 and r["cpu_ms"] >= 0
+        # The answerable questions name the sample document that answers them: hit@k is measured there only.
+        assert ("gold_hit" in r) == (not r["is_impossible"])
     first = {r["system"]: r for r in records if r["id"] == "sample-0"}
     assert first["selfcrag"]["correct"] and first["plain"]["correct"]  # "30 days from the date of delivery"
 
@@ -89,7 +92,12 @@ def test_records_and_metrics(evaluated):
         assert (summary["answerable"], summary["unanswerable"]) == (6, 4)
         assert {"auroc", "aurc", "ece", "coverage_at_risk", "latency_ms", "cpu_ms", "precision_when_answered"} <= set(
             summary)
-    assert set(written["ratios"]) == {"unanswerable_answered", "latency_p50", "latency_p95", "cpu_p50"}
+        assert {"coverage", "right", "wrong", "effective_reliability", "risk_at_coverage", "hit_at_k"} <= set(summary)
+        assert summary["right"] + summary["wrong"] == round(summary["coverage"] * len(PICKED))
+        right, wrong = summary["right"], summary["wrong"]
+        assert summary["effective_reliability"] == {"1": (right - wrong) / 10, "3": (right - 3 * wrong) / 10}
+        assert summary["hit_at_k"] > 0.5  # the sample's own questions: retrieval finds their document
+    assert set(written["ratios"]) == {"unanswerable_answered", "right_shown", "latency_p50", "latency_p95", "cpu_p50"}
     assert "answerable accuracy" in proc.stdout and "selfcrag" in proc.stdout
     # Not a terminal: no bar (its carriage returns would fill a log), one closing line with the rate instead.
     assert re.search(r"^eval: 10 questions in [\d.]+ s, [\d.]+ q/s$", proc.stderr, re.M), proc.stderr[-500:]
@@ -114,8 +122,13 @@ window.addEventListener("load", () => {
 def test_report_renders_in_a_headless_browser(evaluated, tmp_path: Path):
     out, _ = evaluated
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count('<img src="data:image/png;base64,') == 4  # one file: every plot inline
+    assert page.count('<img src="data:image/png;base64,') == 5  # one file: every plot inline
     assert "<td class=win>" in page  # who wins each row
+    assert "effective reliability Φ1" in page and "effective reliability Φ3" in page
+    # The per-question table: every question once, with both systems' decisions under it.
+    table = page.split("<h2>Per question</h2>", 1)[1]
+    assert table.count("<td rowspan=2>") == 2 * len(PICKED)
+    assert table.count("<td>selfcrag</td>") == table.count("<td>plain</td>") == len(PICKED)
     browser = _chromium()
     if browser is None:
         pytest.skip("no chromium binary on this machine (.ci/run installs it): the page was not rendered")
@@ -124,8 +137,9 @@ def test_report_renders_in_a_headless_browser(evaluated, tmp_path: Path):
     probe.write_text(page.replace("</body>", PROBE), encoding="utf-8")
     dom = subprocess.run([browser, *flags, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
                          capture_output=True, text=True, timeout=180)  # fmt: skip
-    assert 'data-decoded="4"' in dom.stdout, dom.stderr[-1000:]
-    assert dom.stdout.count("<img") == 4 and "answerable accuracy" in dom.stdout
+    assert 'data-decoded="5"' in dom.stdout, dom.stderr[-1000:]
+    assert dom.stdout.count("<img") == 5 and "answerable accuracy" in dom.stdout
+    assert "Per question" in dom.stdout and "How many days do I have to return an item?" in dom.stdout
 
     shot = tmp_path / "report.png"
     proc = subprocess.run([browser, *flags, f"--screenshot={shot}", (out / "report.html").as_uri()],

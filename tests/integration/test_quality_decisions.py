@@ -9,7 +9,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from selfcrag import Context, ask, build_graph
-from selfcrag.quality.thresholds import PRESETS
+from selfcrag.quality.thresholds import PRESETS, show_floor
 
 CLEAR = "How many days do I have to return an item?"  # strong evidence, copied answer: confidence ~0.7
 MIDDLE = "How long do refunds take?"  # a right answer among alike passages: confidence ~0.6
@@ -24,7 +24,7 @@ def test_every_run_carries_the_triad_confidence_explanation_and_quality():
     # the calibrated features the shipped file uses, each with its push on the log-odds
     assert explained["signals"] and set(explained["contributions"]) == set(explained["signals"])
     assert set(explained["signals"]) <= set(explained["features"]) and explained["calibration"] == "offline.json"
-    general = PRESETS["general"].overall  # chosen by benchmarks/calibration_fit.py
+    general = round(show_floor(PRESETS["general"].cost) + Context().caveat_band, 4)  # the cost's floor + the band
     assert explained["value"] == result["confidence"] and general <= result["confidence"] < 1
     assert result["quality"] == {"thresholds": {"context_relevance": 0.70, "groundedness": 0.75,
                                                 "answer_relevance": 0.70, "confidence": general},
@@ -33,7 +33,7 @@ def test_every_run_carries_the_triad_confidence_explanation_and_quality():
 
 def in_band(question: str) -> Context:
     """Settings whose minimum confidence sits just above this question's: its answer falls in the caveat band
-    (the general minimum itself is chosen by benchmarks/calibration_fit.py, so the test does not lean on it)."""
+    (the general minimum follows from its cost and the calibration, so the test does not lean on it)."""
     return Context(min_confidence=round(min(1.0, ask(question)["confidence"] + 0.05), 4))
 
 
@@ -59,7 +59,7 @@ def test_presets_and_risk_move_the_same_answer_across_bands():
     lenient = ask(MIDDLE, context=Context(risk="low", min_confidence=0.3))
     assert general["decision"] in ("answer", "answer_with_caveat")
     assert medical["decision"] == "abstain"  # the medical bar sits far above this answer
-    assert medical["quality"]["thresholds"]["confidence"] == round(PRESETS["medical"].overall + 0.05, 4)
+    assert medical["quality"]["thresholds"]["confidence"] == 0.8  # cost 3: floor 0.75, + band 0, + critical 0.05
     assert lenient["decision"] == "answer" and lenient["quality"]["thresholds"]["confidence"] == 0.3
     assert lenient["confidence"] == general["confidence"]  # the bar moved, not the probability
     # more than the caveat band below the minimum: abstain

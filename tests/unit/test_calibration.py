@@ -141,9 +141,10 @@ def test_a_feature_that_makes_the_floor_withhold_more_right_answers_is_not_taken
     assert len(fitting.fit(made, list(FEATURES), keeps=keeps)["model"]["features"]) == 1
 
 
-def test_floor_keeps_reads_the_share_of_right_drafts_shown_at_the_chosen_floor():
+def test_keeps_at_reads_the_share_of_right_drafts_shown_at_the_floor():
     made = [{"drafted": True, "label": right, "impossible": impossible, "source": "s"}
             for right, impossible in [(True, False)] * 4 + [(False, True)] * 4]
     confidence = [0.9, 0.8, 0.4, 0.2, 0.7, 0.3, 0.1, 0.05]
-    # plain answered all 4 unanswerable: at most 1 may be shown, so the floor is 0.31 and 3 of 4 right drafts stay
-    assert fitting.floor_keeps(4, 0.25)(confidence, made) == 0.75
+    assert fitting.keeps_at(0.5)(confidence, made) == 0.5  # 0.9 and 0.8 of the four right drafts
+    assert fitting.keeps_at(0.0)(confidence, made) == 1.0
+

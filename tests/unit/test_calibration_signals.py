@@ -3,8 +3,6 @@ the abstain floor."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from selfcrag.evaluation import calibrate as fitting
@@ -55,17 +53,20 @@ def rows(spec: list[tuple[float, bool | None]]) -> tuple[list[float], list[dict]
     return [p for p, _ in spec], made
 
 
-def test_the_floor_is_the_lowest_that_answers_at_most_the_share_of_unanswerables_plain_answers():
-    # drafts to unanswerable questions at 0.2 (4), 0.3 (2) and 0.5 (1); right ones at 0.3 and 0.9; a wrong answer
-    # to an answerable question at 0.6. Plain RAG answered 8 unanswerable questions.
+def test_the_cost_table_says_what_each_cost_s_floor_does_beside_plain():
+    # drafts to unanswerable questions at 0.2 (4), 0.3 (2) and 0.5 (1); right ones at 0.3 and 0.9 (3); a wrong
+    # answer to an answerable question at 0.6. Plain RAG: 4 right, 8 wrong (6 of them unanswerable), 12 questions.
     spec = [(0.2, None)] * 4 + [(0.3, None)] * 2 + [(0.5, None), (0.3, True), (0.6, False)] + [(0.9, True)] * 3
     confidence, made = rows(spec)
-    band = fitting.choose_floor(confidence, made, 8, 0.5, band=0.15)
-    assert band["floor"] == 0.21  # 3 unanswerables answered = 0.375 x plain's 8; at 0.20 it would be 7
-    assert band["overall"] == 0.36 and band["kept_right"] == 1.0 and band["risk"] == pytest.approx(4 / 8, abs=1e-4)
-    assert fitting.choose_floor(confidence, made, 8, 0.2, band=0.15)["floor"] == 0.31  # 1 left: 0.125 x
-    assert fitting.choose_floor(confidence, made, 8, 0.0, band=0.15)["floor"] == 0.51  # none left
-    assert [p["floor"] for p in band["curve"]][:3] == [0.0, 0.05, 0.1]  # the whole curve goes into the provenance
+    plain = {"s": {"questions": 12, "right": 4, "wrong": 8, "unanswerable": 6}}
+    [lenient, even, cautious] = fitting.cost_table(confidence, made, plain, [0.25, 1, 3])
+    assert lenient["floor"] == 0.2 and (lenient["right"], lenient["wrong"]) == (4, 8)
+    # cost 1: p >= 0.5 shows the three 0.9s, the wrong 0.6 and the unanswerable 0.5
+    assert even["floor"] == 0.5 and (even["right"], even["wrong"]) == (3, 2) and even["coverage"] == round(5 / 12, 4)
+    assert even["phi_1"] == round(1 / 12, 4) and even["plain_phi_1"] == round(-4 / 12, 4)
+    assert even["phi_3"] == round(-3 / 12, 4) and even["plain_phi_3"] == round(-20 / 12, 4)
+    assert even["right_vs_plain"] == 0.75 and even["unanswerable_vs_plain"] == round(1 / 6, 4)
+    assert cautious["floor"] == 0.75 and (cautious["right"], cautious["wrong"]) == (3, 0)
     assert fitting.unanswerable_ratio(confidence, made, 8, 0.0) == 7 / 8
 
 
@@ -73,20 +74,6 @@ def test_right_answers_kept_is_counted_in_the_source_that_loses_most():
     confidence = [0.4, 0.4, 0.9, 0.3]
     made = [{"label": True, "drafted": True, "impossible": False, "source": source} for source in "aabb"]
     assert fitting.kept_right(confidence, made, 0.35) == 0.5  # source b keeps one of its two
-
-
-def test_the_presets_file_keeps_the_domains_offsets(tmp_path):
-    path = tmp_path / "presets.json"
-    path.write_text(json.dumps({"about": "x", "risk_shift": {"normal": 0.0}, "domains": {
-        "general": {"context_relevance": 0.7, "overall": 0.45}, "medical": {"context_relevance": 0.9,
-                                                                            "overall": 0.70}}}))
-    band = {"floor": 0.4, "overall": 0.55, "band": 0.15, "rule": "r", "coverage": 0.5, "risk": 0.1,
-            "kept_right": 0.9, "unanswerable_vs_plain": 0.5}
-    fitting.write_presets(path, band, "test")
-    data = json.loads(path.read_text())
-    assert data["domains"]["general"]["overall"] == 0.55 and data["domains"]["medical"]["overall"] == 0.8
-    assert data["chosen"]["caveat_band"] == 0.15 and data["chosen"]["by"] == "test" and data["about"] == "x"
-    assert data["floor_rule"] == {"unanswerable_vs_plain": 0.5} and data["risk_shift"] == {"normal": 0.0}
 
 
 def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
@@ -100,3 +87,12 @@ def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
     assert model.contributions(values)["answer_relevance"] == -0.5
     assert model.contributions(values, unmeasured(failed))["answer_relevance"] == 0.0  # type: ignore[arg-type]
     assert model.probability(values, frozenset({"answer_relevance"})) > model.probability(values)
+
+
+def test_the_general_cost_is_the_most_cautious_that_keeps_enough_right_answers_everywhere():
+    table = [{"cost": 0.5, "right_vs_plain": 0.95}, {"cost": 0.5, "right_vs_plain": 0.9},
+             {"cost": 1, "right_vs_plain": 0.85}, {"cost": 1, "right_vs_plain": 0.7},  # one source loses too many
+             {"cost": 3, "right_vs_plain": 0.1}, {"cost": 3, "right_vs_plain": 0.2}]  # fmt: skip
+    assert fitting.most_cautious_cost(table, 0.8) == 0.5
+    assert fitting.most_cautious_cost(table, 0.7) == 1
+    assert fitting.most_cautious_cost(table, 0.99) is None

@@ -146,3 +146,48 @@ def test_question_file_errors_are_one_line(tmp_path: Path):
         assert "\n" not in str(caught.value)
     with pytest.raises(QuestionFileError, match="cannot read questions"):
         load_questions(tmp_path / "missing.jsonl")
+
+
+def test_risk_at_coverage_spreads_a_straddling_tie():
+    # Half of 4 = the 0.9 (right) and half of the 0.8 tie (one right, one wrong): 0.5 errors over 2.
+    assert m.risk_at_coverage(CONFIDENCE, CORRECT, 0.5) == pytest.approx(0.25)
+    assert m.risk_at_coverage(CONFIDENCE, CORRECT, 0.25) == 0.0
+    assert m.risk_at_coverage(CONFIDENCE, CORRECT, 0.8) == pytest.approx(0.5)  # ceil(3.2) = 4 questions
+    assert m.risk_at_coverage([], [], 0.5) is None
+
+
+def test_effective_reliability_scores_the_decisions():
+    rows = [
+        record("selfcrag", False, True, True, 0.9),
+        record("selfcrag", False, True, True, 0.8),
+        record("selfcrag", True, True, False, 0.6),  # an unanswerable question answered is wrong
+        record("selfcrag", True, False, False, 0.1),  # an abstention costs nothing
+    ]
+    summary = m.summarise(rows)
+    assert (summary["right"], summary["wrong"], summary["coverage"]) == (2, 1, 0.75)
+    assert summary["effective_reliability"] == {"1": 0.25, "3": -0.25}
+    assert m.summarise([record("selfcrag", False, False, False, 0.1)])["effective_reliability"] == {"1": 0.0, "3": 0.0}
+    assert summary["hit_at_k"] is None  # no question named its gold document
+
+
+def test_hit_at_k_counts_questions_that_name_their_gold_document():
+    from selfcrag.evaluation.run import gold_hit
+
+    assert gold_hit(["Yuan_dynasty#p5#0", "Yuan_dynasty#p16#2"], ["Yuan_dynasty#p16"]) is True
+    assert gold_hit(["Yuan_dynasty#p1#0"], ["Yuan_dynasty#p16"]) is False  # p1 is not p16
+    assert gold_hit(["Ed Wood#0"], ["Scott Derrickson", "Ed Wood"]) is True
+    assert gold_hit(["Ed Wood#0"], []) is None
+    rows = [{**record("plain", False, True, True, 0.9), "gold_hit": hit} for hit in (True, False, True)]
+    assert m.summarise([*rows, record("plain", False, False, False, 0.2)])["hit_at_k"] == pytest.approx(2 / 3)
+
+
+def test_question_files_name_their_gold_documents(tmp_path: Path):
+    path = tmp_path / "q.jsonl"
+    rows = [{"id": "s", "question": "Q?", "answers": ["x"], "context_id": "Yuan_dynasty#p16"},
+            {"id": "h", "question": "Q?", "answers": ["x"], "gold_titles": ["Scott Derrickson", "Ed Wood"]},
+            {"id": "p", "question": "Q?", "answers": ["x"]}]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert [q["gold"] for q in load_questions(path)] == [["Yuan_dynasty#p16"], ["Scott Derrickson", "Ed Wood"], []]
+    path.write_text(json.dumps({**rows[0], "context_id": 7}) + "\n", encoding="utf-8")
+    with pytest.raises(QuestionFileError, match="q.jsonl:1: 'context_id' / 'gold_titles' must be"):
+        load_questions(path)

@@ -6,39 +6,53 @@ import pytest
 
 from selfcrag.context import Context
 from selfcrag.quality.consistency import contradictions
-from selfcrag.quality.thresholds import PRESETS, Thresholds, thresholds_for
+from selfcrag.quality.thresholds import PRESETS, Thresholds, show_floor, thresholds_for
 
 
 @pytest.mark.parametrize(
-    ("domain", "expected", "above_general"),
+    ("domain", "expected", "floor"),
     [
-        ("general", (0.70, 0.75, 0.70), 0.0),
-        ("customer_service", (0.75, 0.80, 0.75), 0.05),
-        ("financial", (0.85, 0.85, 0.80), 0.15),
-        ("medical", (0.90, 0.90, 0.85), 0.25),
-        ("legal", (0.90, 0.90, 0.85), 0.25),
+        ("general", (0.70, 0.75, 0.70), 0.4286),
+        ("customer_service", (0.75, 0.80, 0.75), 0.6),
+        ("financial", (0.85, 0.85, 0.80), 0.6667),
+        ("medical", (0.90, 0.90, 0.85), 0.75),
+        ("legal", (0.90, 0.90, 0.85), 0.75),
     ],
 )
-def test_presets_match_the_specification(domain, expected, above_general):
-    # The general minimum confidence is chosen by benchmarks/calibration_fit.py; each domain keeps its offset.
-    general = PRESETS["general"].overall
-    assert 0.2 <= general <= 0.7
-    assert thresholds_for(Context(domain=domain)) == Thresholds(*expected, round(general + above_general, 2))
+def test_presets_match_the_specification(domain, expected, floor):
+    # Each domain's cost sets its floor, p >= cost / (1 + cost); a plain answer needs the caveat band above it.
+    assert show_floor(PRESETS[domain].cost) == floor
+    assert thresholds_for(Context(domain=domain)) == Thresholds(*expected, round(floor + 0.15, 4))
+    assert PRESETS["general"].cost < PRESETS["customer_service"].cost < PRESETS["financial"].cost
+
+
+def test_the_cost_of_a_wrong_answer_sets_the_floor_and_can_be_overridden():
+    # Showing an answer right with probability p earns p - cost * (1 - p): zero at p = cost / (1 + cost).
+    assert [show_floor(c) for c in (0, 0.5, 1, 3, 4)] == [0.0, 0.3333, 0.5, 0.75, 0.8]
+    cautious = thresholds_for(Context(wrong_answer_cost=3))
+    assert cautious.overall == round(0.75 + 0.15, 4)
+    # The band lies above the floor: a narrower band lowers the plain-answer minimum, never the floor.
+    assert thresholds_for(Context(wrong_answer_cost=3, caveat_band=0.05)).overall == 0.8
+    assert thresholds_for(Context(domain="medical", wrong_answer_cost=1)).overall == 0.65  # the cost wins
+    assert thresholds_for(Context(wrong_answer_cost=3, min_confidence=0.4)).overall == 0.4  # an explicit minimum wins
+    with pytest.raises(ValueError, match="wrong_answer_cost"):
+        Context(wrong_answer_cost=5)
 
 
 def test_risk_moves_every_threshold_and_stays_in_range():
     normal = PRESETS["financial"]
     low = thresholds_for(Context(domain="financial", risk="low"))
     critical = thresholds_for(Context(domain="financial", risk="critical"))
-    assert low == Thresholds(0.80, 0.80, 0.75, round(normal.overall - 0.05, 4))
-    assert critical == Thresholds(0.90, 0.90, 0.85, round(normal.overall + 0.05, 4))
-    assert normal == thresholds_for(Context(domain="financial"))
+    overall = thresholds_for(Context(domain="financial")).overall
+    assert low == Thresholds(0.80, 0.80, 0.75, round(overall - 0.05, 4))
+    assert critical == Thresholds(0.90, 0.90, 0.85, round(overall + 0.05, 4))
+    assert normal.cost == 2
     assert Thresholds(0.98, 0.5, 0.5, 0.5).shifted(0.05).context_relevance == 1.0
 
 
 def test_each_threshold_can_be_overridden_alone():
     active = thresholds_for(Context(domain="medical", risk="critical", min_groundedness=0.6))
-    assert active == Thresholds(0.95, 0.6, 0.90, round(PRESETS["medical"].overall + 0.05, 4))
+    assert active == Thresholds(0.95, 0.6, 0.90, round(0.75 + 0.15 + 0.05, 4))
     with pytest.raises(ValueError, match="min_confidence"):
         Context(min_confidence=1.5)
     with pytest.raises(ValueError, match="domain"):

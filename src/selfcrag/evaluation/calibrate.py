@@ -135,7 +135,7 @@ def monotone(rows: Sequence[dict[str, Any]], names: Sequence[str], l2: float = L
     return all(FEATURES[n][0] * w >= 0 for n, w in zip(names, weights, strict=True))
 
 
-# How many right drafts the abstain floor a rule picks from these probabilities still shows (see `floor_keeps`).
+# How many right drafts a floor still shows, from these probabilities (see `keeps_at`).
 Keeps = Callable[[Sequence[float], Sequence[dict[str, Any]]], float]
 
 
@@ -314,62 +314,49 @@ def kept_right(confidence: Sequence[float], rows: Sequence[dict[str, Any]], floo
     return min(shares, default=1.0)
 
 
-def lowest_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int,
-                 ratio: float) -> float:
-    """The lowest floor on a 0.01 grid at which the graph answers at most `ratio` times as many unanswerable
-    questions as plain RAG (`plain_answered`)."""
-    grid = [round(0.01 * i, 2) for i in range(0, 100)]
-    return min((t for t in grid if unanswerable_ratio(confidence, rows, plain_answered, t) <= ratio + 1e-12),
-               default=grid[-1])
-
-
-def choose_floor(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain_answered: int, ratio: float,
-                 band: float) -> dict[str, Any]:
-    """The general domain's abstain floor, read off the tuning runs' risk-coverage curve (their cross-validated
-    probabilities): the lowest floor at which the graph answers at most `ratio` times as many of the unanswerable
-    tuning questions as plain RAG answers (`plain_answered`): abstaining is for questions the knowledge base cannot
-    answer, and those questions measure it. The lowest, so no more right answers are withheld than that takes; a
-    calibrated probability makes the same floor mean the same elsewhere. The plain-answer minimum is the floor plus
-    the caveat band. Also the curve (coverage, risk, right answers kept, the ratio), for the provenance."""
-    grid = [round(0.01 * i, 2) for i in range(0, 100)]
-    floor = lowest_floor(confidence, rows, plain_answered, ratio)
-    curve = []
-    for t in sorted(set(grid[::5]) | {floor}):
-        shown = [r for p, r in zip(confidence, rows, strict=True) if r["drafted"] and p >= t]
-        curve.append({"floor": t, "coverage": round(len(shown) / len(rows), 4) if rows else 0.0,
-                      "risk": round(sum(1 for r in shown if not r["label"]) / len(shown), 4) if shown else None,
-                      "kept_right": round(kept_right(confidence, rows, t), 4),
-                      "unanswerable_vs_plain": round(unanswerable_ratio(confidence, rows, plain_answered, t), 4)})
-    at = next(point for point in curve if point["floor"] == floor)
-    return {"floor": floor, "overall": round(min(1.0, floor + band), 2), "band": band,
-            "unanswerable_vs_plain": ratio, "plain_answered_unanswerable": plain_answered,
-            "coverage": at["coverage"], "risk": at["risk"], "kept_right": at["kept_right"], "curve": curve,
-            "rule": f"abstain below the lowest confidence at which the graph answers at most {ratio:g}x as many "
-                    "unanswerable tuning questions as plain RAG (cross-validated probabilities); the caveat band "
-                    "above it"}
-
-def floor_keeps(plain_answered: int, ratio: float) -> Keeps:
-    """The share of right drafts still shown at the floor `choose_floor` would pick (for `select`)."""
+def keeps_at(floor: float) -> Keeps:
+    """The share of right drafts still shown at `floor` (for `select`): the general cost's show floor."""
 
     def keeps(confidence: Sequence[float], rows: Sequence[dict[str, Any]]) -> float:
-        return kept_right(confidence, rows, lowest_floor(confidence, rows, plain_answered, ratio))
+        return kept_right(confidence, rows, floor)
 
     return keeps
 
 
-def write_presets(path: Path, band: dict[str, Any], origin: str) -> None:
-    """Set the general domain's minimum confidence (floor + caveat band) in a presets file, with how it was chosen;
-    every other domain keeps its offset from general. One line per domain, as the file is written by hand too."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    shift = band["overall"] - float(data["domains"]["general"]["overall"])
-    for values in data["domains"].values():
-        values["overall"] = round(min(1.0, max(0.0, float(values["overall"]) + shift)), 2)
-    data["floor_rule"] = {"unanswerable_vs_plain": band["unanswerable_vs_plain"]}
-    data["chosen"] = {"floor": band["floor"], "overall": band["overall"], "caveat_band": band["band"],
-                      "rule": band["rule"], "tuning_coverage": band["coverage"], "tuning_risk": band["risk"],
-                      "tuning_kept_right": band["kept_right"], "by": origin}
-    body = json.dumps({k: v for k, v in data.items() if k != "domains"}, indent=2)[:-2]
-    domains = ",\n".join(f"    {json.dumps(name)}: {json.dumps(values)}" for name, values in data["domains"].items())
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(body + f',\n  "domains": {{\n{domains}\n  }}\n}}\n', encoding="utf-8")
-    temporary.replace(path)
+def cost_table(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plain: dict[str, dict[str, int]],
+               costs: Sequence[float]) -> list[dict[str, Any]]:
+    """What each cost's show floor (p >= c / (1 + c), `quality/thresholds.py`) does on the tuning runs' cross-
+    validated probabilities, per source: coverage, right and wrong shown, effective reliability Phi_1 and Phi_3
+    beside plain RAG's (`plain`: its right, wrong and unanswerable-answered counts and questions per source), the
+    right answers kept against plain's and the unanswerable questions answered against plain's. Nothing is chosen
+    here: the costs are the presets' statement of what a deployment can afford."""
+    from selfcrag.evaluation.metrics import effective_reliability
+    from selfcrag.quality.thresholds import show_floor
+
+    table = []
+    for cost in costs:
+        floor = show_floor(cost)
+        for source in _sources(rows):
+            shown = [r for p, r in zip(confidence, rows, strict=True)
+                     if r["source"] == source and r["drafted"] and p >= floor]  # fmt: skip
+            right = sum(1 for r in shown if r["label"])
+            theirs, n = plain[source], plain[source]["questions"]
+            table.append({
+                "cost": cost, "floor": floor, "source": source, "coverage": round(len(shown) / n, 4),
+                "right": right, "wrong": len(shown) - right,
+                **{f"phi_{c}": round(effective_reliability(right, len(shown) - right, n, c) or 0.0, 4) for c in (1, 3)},
+                **{f"plain_phi_{c}": round(effective_reliability(theirs["right"], theirs["wrong"], n, c) or 0.0, 4)
+                   for c in (1, 3)},
+                "right_vs_plain": round(right / theirs["right"], 4) if theirs["right"] else None,
+                "unanswerable_vs_plain": (round(sum(1 for r in shown if r["impossible"]) / theirs["unanswerable"], 4)
+                                          if theirs["unanswerable"] else None)})  # fmt: skip
+    return table
+
+
+def most_cautious_cost(table: Sequence[dict[str, Any]], keep: float) -> float | None:
+    """The highest cost whose floor still shows at least `keep` times plain RAG's right answers in every tuning
+    source (`cost_table` rows): how the general preset's cost is chosen, so that caution costs few right answers
+    in the source that loses most. None when no cost keeps that many."""
+    costs = sorted({row["cost"] for row in table})
+    kept = [c for c in costs if all((row["right_vs_plain"] or 0.0) >= keep for row in table if row["cost"] == c)]
+    return max(kept, default=None)

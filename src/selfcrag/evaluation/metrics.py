@@ -7,6 +7,15 @@ unanswerable question is wrong, and an abstention shows nothing, so both are 0. 
   k. Tied confidences cannot be split by a threshold, so a tie enters as a whole, and AURC (the mean risk over
   k = 1..n) spreads a tie's errors evenly over it: the expected value under a random order within the tie.
 - ECE: 10 equal-width bins of confidence; the weighted mean of |mean confidence - accuracy| over the bins.
+
+The decisions themselves (what a system showed, not how it ranked) are judged as selective answering:
+- coverage: the share of questions answered; selective accuracy: the share right among them.
+- effective reliability: Phi_c = (right - c * wrong) / n. An abstention scores 0, a right answer shown +1, a wrong
+  one -c: c = 1 when a wrong answer costs as much as a right one gains, c = 3 for a cautious deployment. Answering
+  everything with plain RAG's errors can score below 0; abstaining on everything scores exactly 0.
+- risk at coverage 0.5 / 0.8: the error rate among the most confident half (four fifths) of the questions, what
+  a floor that answers that many would show (a tie at the cut is spread evenly, as in AURC).
+- hit@k: where a question names its gold documents, the share whose first retrieval round found one of them.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ from typing import Any
 
 ANSWERED = ("answer", "answer_with_caveat")
 FIXED_RISKS = (0.05, 0.1, 0.2, 0.3)
+FIXED_COVERAGES = (0.5, 0.8)
+COSTS = (1, 3)  # the c of effective reliability Phi_c reported for every system
 BINS = 10
 
 
@@ -76,6 +87,26 @@ def coverage_at_risk(confidence: Sequence[float], correct: Sequence[bool], risk:
     return max((c for c, r in risk_coverage(confidence, correct) if r <= risk + 1e-12), default=0.0)
 
 
+def risk_at_coverage(confidence: Sequence[float], correct: Sequence[bool], coverage: float) -> float | None:
+    """The error rate among the ceil(coverage * n) most confident questions; a tie that straddles the cut
+    contributes its share of errors in proportion to how much of it is taken."""
+    wanted = math.ceil(round(coverage * len(confidence), 9))
+    if not wanted:
+        return None
+    taken, errors = 0, 0.0
+    for size, wrong in _tie_groups(confidence, correct):
+        part = min(size, wanted - taken)
+        taken, errors = taken + part, errors + wrong * part / size
+        if taken == wanted:
+            break
+    return errors / taken
+
+
+def effective_reliability(right: int, wrong: int, questions: int, cost: float) -> float | None:
+    """Phi_c = (right - c * wrong) / n: what the decisions earned when a wrong answer costs c right ones."""
+    return (right - cost * wrong) / questions if questions else None
+
+
 def reliability(confidence: Sequence[float], correct: Sequence[bool], bins: int = BINS) -> list[dict[str, Any]]:
     """Per equal-width confidence bin: its bounds, count, mean confidence and accuracy (None when empty)."""
     members: list[list[int]] = [[] for _ in range(bins)]
@@ -123,6 +154,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     correct = [bool(r["correct"]) for r in rows]
     latency = [float(r["latency_ms"]) for r in rows]
     cpu = [float(r["cpu_ms"]) for r in rows]
+    right = sum(1 for r in rows if r["correct"])
+    wrong = len(answered) - right
+    hits = [bool(r["gold_hit"]) for r in rows if r.get("gold_hit") is not None]
     calls = sum(int(r["llm_calls"]) for r in rows)
     tokens = sum(int(r["tokens"]) for r in rows)
     return {
@@ -132,11 +166,17 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "answerable_accuracy": _share(sum(1 for r in answerable if r["correct"]), len(answerable)),
         "unanswerable_answered": _share(sum(1 for r in impossible if r["answered"]), len(impossible)),
         "abstained": _share(len(rows) - len(answered), len(rows)),
-        "precision_when_answered": _share(sum(1 for r in answered if r["correct"]), len(answered)),
+        "coverage": _share(len(answered), len(rows)),
+        "right": right,
+        "wrong": wrong,
+        "precision_when_answered": _share(right, len(answered)),  # selective accuracy
+        "effective_reliability": {str(c): effective_reliability(right, wrong, len(rows), c) for c in COSTS},
+        "risk_at_coverage": {f"{c:g}": risk_at_coverage(confidence, correct, c) for c in FIXED_COVERAGES},
         "auroc": auroc(confidence, correct),
         "aurc": aurc(confidence, correct),
         "coverage_at_risk": {f"{risk:g}": coverage_at_risk(confidence, correct, risk) for risk in FIXED_RISKS},
         "ece": ece(confidence, correct),
+        "hit_at_k": _share(sum(hits), len(hits)),
         "latency_ms": {"p50": percentile(latency, 50), "p95": percentile(latency, 95)},
         "cpu_ms": {"p50": percentile(cpu, 50), "p95": percentile(cpu, 95)},
         "llm_calls": {"total": calls, "per_question": _share(calls, len(rows))},
@@ -151,12 +191,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def compare(systems: dict[str, dict[str, Any]], system: str = "selfcrag", baseline: str = "plain") -> dict[str, Any]:
-    """selfcrag / plain ratios: unanswerable questions answered (the hallucination rate on SQuAD 2.0) and latency."""
+    """selfcrag / plain ratios: unanswerable questions answered (the hallucination rate on SQuAD 2.0), right answers
+    shown, and latency."""
     if system not in systems or baseline not in systems:
         return {}
     ours, theirs = systems[system], systems[baseline]
     return {
         "unanswerable_answered": _ratio(ours["unanswerable_answered"], theirs["unanswerable_answered"]),
+        "right_shown": _ratio(ours["right"], theirs["right"]),
         "latency_p50": _ratio(ours["latency_ms"]["p50"], theirs["latency_ms"]["p50"]),
         "latency_p95": _ratio(ours["latency_ms"]["p95"], theirs["latency_ms"]["p95"]),
         "cpu_p50": _ratio(ours["cpu_ms"]["p50"], theirs["cpu_ms"]["p50"]),

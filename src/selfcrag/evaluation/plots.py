@@ -49,17 +49,43 @@ def decision_mix(counts: dict[str, dict[str, int]]) -> Figure:
     return figure
 
 
-def risk_coverage(curves: dict[str, Sequence[tuple[float, float]]]) -> Figure:
-    """Risk (error rate among the answered) against coverage, answering the most confident questions first."""
+def risk_coverage(curves: dict[str, Sequence[tuple[float, float]]],
+                  operating: dict[str, tuple[float, float]] | None = None) -> Figure:
+    """Risk (error rate among the answered) against coverage, answering the most confident questions first;
+    `operating` rings the (coverage, risk) each system's own decisions reached."""
     figure, axes = _figure()
     for i, (name, points) in enumerate(curves.items()):
         if points:
             xs, ys = zip(*points, strict=True)
             axes.plot(xs, ys, drawstyle="steps-post", marker=".", color=_colour(name, i), label=name)
+        if operating and name in operating:
+            axes.plot(*operating[name], marker="o", markersize=11, fillstyle="none", markeredgewidth=2,
+                      color=_colour(name, i), label=f"{name}: its decisions")
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1)
     axes.set_xlabel("coverage (share of questions answered, most confident first)")
     axes.set_ylabel("risk (share wrong)")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return figure
+
+
+def effective_reliability(curves: dict[str, Sequence[tuple[float, float]]], marked: Sequence[float]) -> Figure:
+    """Effective reliability Phi_c against the cost c of a wrong answer, one line per system; the costs in `marked`
+    get a point each."""
+    figure, axes = _figure()
+    axes.axhline(0.0, color="#999999", linestyle="--", label="abstain on everything")
+    for i, (name, points) in enumerate(curves.items()):
+        xs, ys = zip(*points, strict=True) if points else ((), ())
+        axes.plot(xs, ys, color=_colour(name, i), label=name)
+        at = dict(points)
+        for cost in marked:
+            if float(cost) in at:
+                axes.plot(cost, at[float(cost)], marker="o", color=_colour(name, i))
+                axes.annotate(f"{at[float(cost)]:+.2f}", (cost, at[float(cost)]), fontsize=7,
+                              textcoords="offset points", xytext=(4, 4), color=_colour(name, i))
+    axes.set_xlabel("cost c of a wrong answer shown (in right answers)")
+    axes.set_ylabel("Φc = (right − c·wrong) / n")
     axes.grid(alpha=0.3)
     axes.legend()
     return figure

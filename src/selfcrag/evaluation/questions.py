@@ -2,7 +2,9 @@
 
 A question file is JSONL with `id`, `question`, `answers` (acceptable answer strings; may be empty when the
 question is unanswerable) and `is_impossible`, as in shared/datasets; `context_title` is kept when present so the
-calibration work can group questions by article. Bad lines end the command with one line naming file and line.
+calibration work can group questions by article, and the gold documents when the set names them (`context_id`, as
+SQuAD's paragraph id, or `gold_titles`, as HotpotQA's supporting pages) so retrieval's hit@k can be measured.
+Bad lines end the command with one line naming file and line.
 """
 
 from __future__ import annotations
@@ -49,7 +51,16 @@ def _record(raw: Any, where: str) -> dict[str, Any]:
     if not impossible and not answers:
         raise QuestionFileError(f"{where}: an answerable question needs at least one of 'answers'")
     return {"id": str(raw.get("id") or where), "question": question.strip(), "answers": answers,
-            "is_impossible": impossible, "group": str(raw.get("context_title") or "")}
+            "is_impossible": impossible, "group": str(raw.get("context_title") or ""), "gold": _gold(raw, where)}
+
+
+def _gold(raw: dict[str, Any], where: str) -> list[str]:
+    """The documents the set says hold the answer (empty when it names none)."""
+    named = raw.get("gold_titles", raw.get("context_id", []))
+    named = [named] if isinstance(named, str) else named
+    if not isinstance(named, list) or not all(isinstance(n, str) for n in named):
+        raise QuestionFileError(f"{where}: 'context_id' / 'gold_titles' must be a string or a list of strings")
+    return [n for n in named if n]
 
 
 def load_questions(path: str | Path, limit: int = 0) -> list[dict[str, Any]]:

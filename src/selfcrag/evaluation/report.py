@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.evaluation import plots
-from selfcrag.evaluation.metrics import FIXED_RISKS, by_system, reliability, risk_coverage
+from selfcrag.evaluation.metrics import (
+    COSTS,
+    FIXED_COVERAGES,
+    FIXED_RISKS,
+    by_system,
+    effective_reliability,
+    reliability,
+    risk_coverage,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #222; line-height: 1.4; }
@@ -20,6 +28,8 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.win { font-weight: bold; background: #e8f4e8; }
+tr.wrong td.verdict { color: #b00020; } tr.right td.verdict { color: #1a7f37; }
+table.questions td, table.questions th { text-align: left; vertical-align: top; font-size: 0.9em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; } figcaption { font-size: 0.9em; color: #555; max-width: 600px; }
 .note { color: #555; font-size: 0.9em; }
@@ -38,15 +48,22 @@ def _number(digits: int) -> Callable[[float | None], str]:
 Row = tuple[str, Callable[[dict[str, Any]], Any], Callable[[Any], str], str]
 ROWS: list[Row] = [
     ("questions", lambda m: m["questions"], _number(0), ""),
+    *[(f"effective reliability Φ{c} = (right − {c}·wrong) / n", (lambda m, c=c: m["effective_reliability"][str(c)]),
+       _number(3), "higher") for c in COSTS],
+    ("coverage (share answered)", lambda m: m["coverage"], _share, ""),
+    ("right answers shown", lambda m: m["right"], _number(0), "higher"),
+    ("wrong answers shown", lambda m: m["wrong"], _number(0), "lower"),
+    ("selective accuracy (right among answered)", lambda m: m["precision_when_answered"], _share, "higher"),
     ("answerable accuracy", lambda m: m["answerable_accuracy"], _share, "higher"),
     ("unanswerable answered", lambda m: m["unanswerable_answered"], _share, "lower"),
-    ("abstained (not a goal in itself)", lambda m: m["abstained"], _share, ""),
-    ("precision when answered", lambda m: m["precision_when_answered"], _share, "higher"),
     ("AUROC of confidence (correct shown answer)", lambda m: m["auroc"], _number(3), "higher"),
     ("AURC (area under risk-coverage)", lambda m: m["aurc"], _number(3), "lower"),
+    *[(f"risk at coverage {c:g}", (lambda m, c=c: m["risk_at_coverage"][f"{c:g}"]), _share, "lower")
+      for c in FIXED_COVERAGES],
     *[(f"coverage at risk {risk:g}", (lambda m, r=risk: m["coverage_at_risk"][f"{r:g}"]), _share, "higher")
       for risk in FIXED_RISKS],
     ("ECE (10 bins)", lambda m: m["ece"], _number(3), "lower"),
+    ("retrieval hit@k (gold document in the first round)", lambda m: m.get("hit_at_k"), _share, "higher"),
     ("latency p50 (ms, wall)", lambda m: m["latency_ms"]["p50"], _number(0), "lower"),
     ("latency p95 (ms, wall)", lambda m: m["latency_ms"]["p95"], _number(0), "lower"),
     ("CPU p50 (ms)", lambda m: m["cpu_ms"]["p50"], _number(0), "lower"),
@@ -100,17 +117,61 @@ def figures(records: list[dict[str, Any]]) -> list[str]:
     def pairs(rows: list[dict[str, Any]]) -> tuple[list[float], list[bool]]:
         return [float(r["confidence"]) for r in rows], [bool(r["correct"]) for r in rows]
 
+    def shown(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
+        right = sum(1 for r in rows if r["correct"])
+        return right, sum(1 for r in rows if r["answered"]) - right, len(rows)
+
+    counts = {n: shown(rows) for n, rows in grouped.items()}
+    operating = {n: (answered / total, wrong / answered if answered else 0.0)
+                 for n, (right, wrong, total) in counts.items() for answered in [right + wrong]}  # fmt: skip
     drawn = [
+        ("Effective reliability", plots.effective_reliability(
+            {n: [(c / 10, effective_reliability(r, w, t, c / 10) or 0.0) for c in range(0, 51)]
+             for n, (r, w, t) in counts.items()}, COSTS),
+         "Φc = (right − c·wrong) / n against the cost c of a wrong answer shown (in right answers); an abstention "
+         "scores 0, so a line above another at your cost is the better system for you."),
         ("Decision mix", plots.decision_mix({n: _counts(rows) for n, rows in grouped.items()}),
          "What each system did with the questions."),
-        ("Risk-coverage", plots.risk_coverage({n: risk_coverage(*pairs(rows)) for n, rows in grouped.items()}),
-         "Answering the most confident questions first; lower is better at every coverage."),
+        ("Risk-coverage", plots.risk_coverage({n: risk_coverage(*pairs(rows)) for n, rows in grouped.items()},
+                                              operating),
+         "Answering the most confident questions first; lower is better at every coverage. The ring marks where "
+         "each system's own decisions put it."),
         ("Reliability", plots.reliability({n: reliability(*pairs(rows)) for n, rows in grouped.items()}),
          "Share correct per confidence bin; a calibrated confidence lies on the diagonal."),
         ("Latency", plots.latency({n: [float(r["latency_ms"]) for r in rows] for n, rows in grouped.items()}),
          "Wall-clock time per question."),
     ]
     return [figure_section(title, plots.data_uri(figure), caption) for title, figure, caption in drawn]
+
+
+def _verdict(row: dict[str, Any]) -> tuple[str, str]:
+    if not row["answered"]:
+        return "", "abstained"
+    return ("right", "right") if row["correct"] else ("wrong", "wrong")
+
+
+def question_table(records: list[dict[str, Any]]) -> str:
+    """One row per question and system: the decision, its confidence and whether what was shown was right."""
+    grouped = by_system(records)
+    by_id: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, rows in grouped.items():
+        for row in rows:
+            by_id.setdefault(str(row["id"]), {})[name] = row
+    lines = ["<table class=questions><thead><tr><th>question</th><th>gold</th><th>system</th><th>decision</th>"
+             "<th>confidence</th><th>shown answer was</th><th>gold document retrieved</th></tr></thead><tbody>"]
+    for systems in by_id.values():
+        first = next(iter(systems.values()))
+        gold = "(unanswerable)" if first["is_impossible"] else " | ".join(first["answers"][:3])
+        for i, (name, row) in enumerate(systems.items()):
+            kind, verdict = _verdict(row)
+            hit = {True: "yes", False: "no"}.get(row.get("gold_hit"), "")  # type: ignore[arg-type]
+            lead = (f"<td rowspan={len(systems)}>{html.escape(str(row['question']))}</td>"
+                    f"<td rowspan={len(systems)}>{html.escape(gold)}</td>") if i == 0 else ""
+            lines.append(f"<tr class='{kind}'>{lead}<td>{html.escape(name)}</td>"
+                         f"<td>{html.escape(str(row['decision']))}</td><td>{float(row['confidence']):.2f}</td>"
+                         f"<td class=verdict>{verdict}</td><td>{hit}</td></tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -132,7 +193,14 @@ def render(result: dict[str, Any], records: list[dict[str, Any]]) -> str:
         "<p class=note>Correct = the question is answerable and the shown answer contains a gold answer (SQuAD "
         "normalisation, whole words); an answer to an unanswerable question is wrong; an abstention shows "
         "nothing. Plain RAG's confidence is its best retrieval score.</p>",
+        "<p class=note>Effective reliability Φc scores the decisions a user sees: +1 for a right answer shown, −c "
+        "for a wrong one (an answer to an unanswerable question is wrong), 0 for an abstention; c = 1 when a wrong "
+        "answer costs as much as a right one gains, c = 3 for a cautious deployment. Coverage and the right answers "
+        "shown say what the abstentions cost. Risk at coverage x is the error rate among the x most confident "
+        "questions, what a floor answering that many would show; AURC averages it over every coverage.</p>",
         f"<div class=plots>{''.join(figures(records))}</div>",
+        "<h2>Per question</h2>",
+        question_table(records),
     ]
     return page("selfcrag eval", sections)
 

@@ -77,6 +77,7 @@ class Systems:
                 "llm_calls": int(out.get("llm_calls", 0)), "tokens": int(out.get("tokens", 0)),
                 "scores": out.get("scores", {}), "signals": graph_signals({**out, "trace": trace}),
                 "detail": {k: v for k, v in out.items() if k not in TOP_LEVEL},
+                "retrieved": [str(p["id"]) for p in first_round(trace)],
                 "trace": trimmed_trace(trace)}  # fmt: skip
 
     def plain(self, question: str) -> dict[str, Any]:
@@ -87,11 +88,23 @@ class Systems:
         scores = [float(p["score"]) for p in passages]
         return {"answer": draft.answer, "judged": draft.answer, "decision": "answer" if draft.answer else "abstain",
                 "confidence": max(scores, default=0.0), "answered": bool(draft.answer),
-                "llm_calls": draft.llm_calls, "tokens": draft.tokens,
+                "llm_calls": draft.llm_calls, "tokens": draft.tokens, "retrieved": [str(p["id"]) for p in passages],
                 "signals": {**retrieval_signals(scores), "citations": len(draft.citations),
                             "model_faults": int(bool(draft.error))},
                 "detail": {"missing": draft.missing, "citations": draft.citations, "error": draft.error,
                            "passages": [{"id": p["id"], "score": round(p["score"], 4)} for p in passages]}}  # fmt: skip
+
+
+def first_round(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return next((list(s.get("passages") or []) for s in trace if s.get("node") == "retrieve"), [])
+
+
+def gold_hit(retrieved: list[str], gold: list[str]) -> bool | None:
+    """Whether a retrieved chunk belongs to a gold document (a chunk id is its document id, '#', its number);
+    None when the question names no gold document."""
+    if not gold:
+        return None
+    return any(chunk.rsplit("#", 1)[0] in gold for chunk in retrieved)
 
 
 def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[str, Any]) -> dict[str, Any]:
@@ -103,15 +116,18 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
         error = ""
     except Exception as exc:  # noqa: BLE001 - one question's fault must not end a long evaluation
         result = {"answer": "", "judged": "", "decision": "error", "confidence": 0.0, "answered": False,
-                  "llm_calls": 0, "tokens": 0, "signals": {}, "detail": {}}  # fmt: skip
+                  "llm_calls": 0, "tokens": 0, "signals": {}, "detail": {}, "retrieved": []}  # fmt: skip
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     latency_ms = 1000 * (time.perf_counter() - wall)
     cpu_ms = 1000 * (time.process_time() - cpu)
     judged = result.pop("judged")
+    hit = gold_hit(result.pop("retrieved", []), question.get("gold") or [])
     correct = bool(result["answered"] and not question["is_impossible"] and contains_gold(judged, question["answers"]))
     record = {"id": question["id"], "system": system, "question": question["question"], "group": question["group"],
               "answers": question["answers"], "is_impossible": question["is_impossible"], **result,
               "correct": correct, "latency_ms": round(latency_ms, 2), "cpu_ms": round(cpu_ms, 2)}  # fmt: skip
+    if hit is not None:
+        record["gold_hit"] = hit
     if error:
         record["error"] = error
     return record

@@ -2,9 +2,14 @@
 
 A help center can live with a less certain answer than a medical or legal assistant, so each domain sets the
 minimum context relevance, groundedness and answer relevance (the graders' loops: below them the evidence is
-corrected, the answer regenerated or the query rewritten) and the minimum confidence for a plain answer, a
-probability that the answer is right (`quality/calibration.py`). `risk` moves all four together, and any one can
-be overridden on its own in `Context`. The presets live in `data/presets.json`.
+corrected, the answer regenerated or the query rewritten) and the cost of a wrong answer shown, counted in right
+answers. The cost decides when to answer: with confidence p, the probability that the answer is right
+(`quality/calibration.py`), showing it earns p - cost * (1 - p) in effective reliability and abstaining earns 0, so
+the agent shows an answer only when p >= cost / (1 + cost) (cost 1: p >= 0.5; cost 3: p >= 0.75). No floor is
+fitted: what a floor can learn from tuning data is a calibration error, and it does not carry to other questions.
+Within `caveat_band` above that floor the answer is shown with a caveat; the plain-answer minimum (`overall`) is the
+floor plus the band. `risk` moves all four minimums together, and any one (or the cost) can be overridden on its
+own in `Context`. The presets live in `data/presets.json`.
 """
 
 from __future__ import annotations
@@ -36,9 +41,22 @@ class Thresholds:
                           move(self.overall))
 
 
-def _presets() -> tuple[dict[str, Thresholds], dict[str, float]]:
+@dataclass(frozen=True)
+class Preset:
+    context_relevance: float
+    groundedness: float
+    answer_relevance: float
+    cost: float  # of a wrong answer shown, in right answers
+
+
+def show_floor(cost: float) -> float:
+    """The lowest probability of being right at which showing an answer pays: p - cost * (1 - p) >= 0."""
+    return round(cost / (1 + cost), 4)
+
+
+def _presets() -> tuple[dict[str, Preset], dict[str, float]]:
     data = json.loads((resources.files("selfcrag") / "data" / "presets.json").read_text(encoding="utf-8"))
-    domains = {name: Thresholds(**{k: float(v) for k, v in values.items()}) for name, values in data["domains"].items()}
+    domains = {name: Preset(**{k: float(v) for k, v in values.items()}) for name, values in data["domains"].items()}
     return domains, {name: float(v) for name, v in data["risk_shift"].items()}
 
 
@@ -53,8 +71,16 @@ OVERRIDES = {
 }
 
 
+def cost_for(settings: Context) -> float:
+    """The run's cost of a wrong answer: the `wrong_answer_cost` setting, else the domain preset's."""
+    return settings.wrong_answer_cost if settings.wrong_answer_cost >= 0 else PRESETS[settings.domain].cost
+
+
 def thresholds_for(settings: Context) -> Thresholds:
-    """The run's active thresholds: the domain preset, moved by the risk level, then the explicit overrides."""
-    active = PRESETS[settings.domain].shifted(RISK_SHIFT[settings.risk])
+    """The run's active thresholds: the domain preset (its cost's floor plus the caveat band for a plain answer),
+    moved by the risk level, then the explicit overrides."""
+    preset = PRESETS[settings.domain]
+    active = Thresholds(preset.context_relevance, preset.groundedness, preset.answer_relevance,
+                        show_floor(cost_for(settings)) + settings.caveat_band).shifted(RISK_SHIFT[settings.risk])
     chosen = {name: getattr(settings, field) for name, field in OVERRIDES.items() if getattr(settings, field) >= 0}
     return replace(active, **chosen)
