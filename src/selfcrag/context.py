@@ -353,7 +353,11 @@ class Context(BaseModel):
         except SettingsError as exc:
             named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
-        settings.check_files()
+        try:
+            settings.check_files()
+        except SettingsError as exc:
+            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if str(exc).startswith(n)]
+            raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
         return settings.within_caps()
 
     def within_caps(self) -> Context:
