@@ -412,6 +412,29 @@ def _resolve(requested: Context, base: Context) -> Context:
     return Context(**{**base.model_dump(), **updates}) if updates else base
 
 
+# What decides whether a drafted answer is shown without a person (finalize, routing.review_triggers): the four
+# active minimums (domain preset, risk and overrides together: higher is stricter), and three bands.
+QUALITY_BAR = ("domain", "risk", "min_context_relevance", "min_groundedness", "min_answer_relevance",
+               "min_confidence", "caveat_band", "review_band", "review_spread")
+STRICTER_WHEN_HIGHER = ("review_band",)  # a wider close-call band sends more answers to a person
+STRICTER_WHEN_LOWER = ("caveat_band", "review_spread")  # a narrower band shows fewer answers with a caveat
+
+
+def looser_bar(asked: Context, floor: Context) -> list[str]:
+    """Where `asked` would show an answer that `floor` would hold for review, one phrase each (empty: as strict
+    or stricter everywhere). With human review on, a client's run may raise the operator's bar, never lower it
+    (selfcrag/auth.py refuses such a run in one line)."""
+    from selfcrag.quality.thresholds import OVERRIDES
+
+    mine, theirs = asked.thresholds(), floor.thresholds()
+    looser = [f"{OVERRIDES[name]} {getattr(mine, name)} < {getattr(theirs, name)}" for name in OVERRIDES
+              if getattr(mine, name) < getattr(theirs, name)]  # fmt: skip
+    looser += [f"{n} {getattr(asked, n)} < {getattr(floor, n)}" for n in STRICTER_WHEN_HIGHER
+               if getattr(asked, n) < getattr(floor, n)]  # fmt: skip
+    looser += [f"{n} {getattr(asked, n)} > {getattr(floor, n)}" for n in STRICTER_WHEN_LOWER
+               if getattr(asked, n) > getattr(floor, n)]  # fmt: skip
+    return looser
+
 class OperatorSettings:
     """The operator's settings as `Context.from_env(**fixed)` gives them, made again only when a `SELFCRAG_`
     environment variable changed: the graph asks at every step, and `from_env` costs ~0.25 ms (61 environment
