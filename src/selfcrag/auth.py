@@ -144,8 +144,9 @@ def unfinished(values: Any) -> bool:
 
 
 PAGE = 500  # threads read at a time when an asker's search is checked
-STOPPED = ("thread {} stopped halfway (its last run failed or was cancelled) and may hold an answer nothing "
-           "checked: run it again (input null finishes the turn); its answer comes from runs.wait")  # fmt: skip
+STOPPED = ("thread {} is in a turn that has not finished (its run is running, failed or was cancelled) and may "
+           "hold an answer nothing checked: answers come from runs.wait, and a run with input null finishes a "
+           "stopped turn")  # fmt: skip
 
 
 async def at_rest(ctx: Auth.types.AuthContext, thread_id: Any) -> None:

@@ -248,9 +248,9 @@ def test_a_turn_stopped_halfway_is_not_readable_until_a_run_finishes_it(clients,
     draft = olga.threads.get_state(thread)["values"]["answer"]
     assert "15 days" in draft  # what threads.get would serve her
     sentence = draft.split(" [doc_")[0]
-    refused(lambda: erin.threads.get(thread), "stopped halfway")
-    refused(lambda: erin.threads.search(limit=100), "stopped halfway")
-    refused(lambda: erin.threads.create(thread_id=thread, if_exists="do_nothing"), "stopped halfway")
+    refused(lambda: erin.threads.get(thread), "has not finished")
+    refused(lambda: erin.threads.search(limit=100), "has not finished")
+    refused(lambda: erin.threads.create(thread_id=thread, if_exists="do_nothing"), "has not finished")
     refused(lambda: clients["bob"].threads.get(thread))  # not his: a 404, saying nothing of its state
     done = erin.runs.wait(thread, assistant_id, input=None, context=HOLD)  # the turn finishes, sealed
     assert done["decision"] == "human_review" and quoting(done, sentence) == []
@@ -273,7 +273,7 @@ def test_an_asker_who_disconnects_a_cancelling_stream_reads_no_draft(server, cli
     (run,) = olga.runs.list(thread)
     olga.runs.join(thread, run["run_id"])
     if olga.threads.get_state(thread)["values"].get("decision") == "":  # the cancel landed mid-turn
-        refused(lambda: erin.threads.get(thread), "stopped halfway")
+        refused(lambda: erin.threads.get(thread), "has not finished")
     else:  # the turn ended first: held, and sealed
         case = olga.store.get_item(["selfcrag_reviews"], thread)["value"]
         assert quoting(erin.threads.get(thread), case["draft_answer"].split(" [doc_")[0]) == []

@@ -38,3 +38,26 @@ def test_each_way_to_show_an_answer_without_review_is_named(asked: dict, named: 
 def test_a_stricter_override_does_not_hide_a_looser_band() -> None:
     asked = Context(domain="customer_service", min_confidence=0.99, caveat_band=0.9, review_band=0.05)
     assert looser_bar(asked, OPERATOR) == ["caveat_band 0.9 > 0.1"]
+
+
+def test_the_door_reads_only_the_bar_from_a_runs_context_against_the_assistants(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from selfcrag import auth
+
+    monkeypatch.delenv("SELFCRAG_DOMAIN", raising=False)
+    assert auth.loosened({"min_confidence": 0.99, "review_band": 0.5}, {}) == []
+    assert auth.loosened({"min_confidence": 0.1}, {})[0].startswith("min_confidence 0.1 <")
+    assert auth.loosened({"domain": "general"}, {"domain": "medical"})  # the assistant's bar is the floor
+    assert auth.loosened({}, {"domain": "medical", "caveat_band": 0.5}) == []  # the operator's own choice stands
+    # A path elsewhere in the context is not the bar's: it is neither validated nor opened here.
+    assert auth.loosened({"calibration": "/dev/zero", "min_confidence": 0.99}, {}) == []
+    with pytest.raises(auth.Auth.exceptions.HTTPException, match="min_confidence"):
+        auth.loosened({"min_confidence": 7}, {})  # a bad value is one line
+
+
+def test_a_thread_is_unfinished_only_between_prepare_and_finalize() -> None:
+    from selfcrag.auth import unfinished
+
+    assert unfinished({"decision": "", "answer": "a draft"})
+    assert not any(unfinished(v) for v in (None, {}, {"question": "q"}, {"decision": "human_review"}))
