@@ -1,7 +1,8 @@
 """Who may do what on a shared server: a real `langgraph dev` with the operator's identity file (selfcrag/auth.py),
 two askers and a reviewer driven through `langgraph_sdk`. Each finding of issue 23 (scope 1) is tried and refused:
 another asker's threads, resuming or approving as an asker, reading a held draft (state, history, interrupts, the
-thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token.
+thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token;
+a run lowering the quality bar under review, a turn stopped halfway read by its asker, a deleted thread's case.
 
 One server for the whole module (each start costs seconds of CPU); the operator turns human review on for the
 assistant, so every answer an asker gets is one a reviewer could have held.
