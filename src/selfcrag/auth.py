@@ -32,7 +32,7 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import QUALITY_BAR, OperatorSettings, SettingsError, looser_bar, resolve
+from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, SettingsError, looser_bar, resolve
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
 from selfcrag.review_case import REVIEWS
 
@@ -248,10 +248,11 @@ def review_required(context: dict[str, Any] | None) -> bool:
 
 
 def loosened(run: dict[str, Any], assistant: dict[str, Any]) -> list[str]:
-    """Where the run's context lowers the quality bar the operator set (environment, then the assistant). Only the
-    bar's fields are read: nothing else a client sent is validated, or opened, here."""
+    """Where the run's context lowers the quality bar the operator set (environment, then the assistant). Only run
+    settings are read (values, checked against the operator's caps): no operator setting a client sent, such as a
+    file path, is validated or opened here."""
     def bar(context: dict[str, Any]) -> dict[str, Any]:
-        return {name: value for name, value in context.items() if name in QUALITY_BAR}
+        return {n: v for n, v in context.items() if n in Context.model_fields and n not in OPERATOR_SETTINGS}
 
     base = _operator_settings()
     try:

@@ -218,8 +218,8 @@ def test_with_review_on_a_run_may_raise_the_quality_bar_but_never_lower_it(clien
     alice, thread = clients["alice"], clients["alice"].threads.create()["thread_id"]
     ask = {"input": {"question": QUESTION}}
     for looser, named in [({"min_confidence": 0.1}, "min_confidence 0.1 <"), ({"risk": "low"}, "min_context_relevance"),
-                          ({"caveat_band": 0.9}, "caveat_band 0.9 >"), ({"review_band": 0.0}, "review_band 0.0 <"),
-                          ({"review_spread": 1.0}, "review_spread 1.0 >"),
+                          ({"min_confidence": 0.95, "caveat_band": 0.9}, "answers shown from confidence 0.05 <"),
+                          ({"review_band": 0.0}, "review_band 0.0 <"), ({"review_spread": 1.0}, "review_spread 1.0 >"),
                           ({"min_groundedness": 0.0, "min_confidence": 1.0}, "min_groundedness 0.0 <")]:  # fmt: skip
         refused(lambda c=looser: alice.runs.wait(thread, assistant_id, context=c, **ask), "never lower it", named)
     # The same settings sent as `configurable` (LangGraph reads them as the run's context) are refused alike.
