@@ -9,7 +9,11 @@ from the operator's token file (selfcrag/identities.py).
 - Thread state is written by the graph alone: no client but the operator updates a thread's state or metadata,
   sends `Command(update=...)`/`goto`, pauses a run where it likes or starts one from an old checkpoint.
 - A held draft is for reviewers (selfcrag/review_case.py keeps it out of an asker's state): an asker may not read
-  a thread's state or history, join a run's stream, or stream a run that may be held in any mode but `custom`.
+  a thread's state or history, join a run or its stream, or stream a run that may be held in any mode but `custom`;
+  nor read a thread whose last turn stopped halfway (failed, or cancelled when its asker disconnected), whose
+  values may hold a draft nothing checked, until a run finishes it. Its held case leaves the store with the thread.
+- With review on, a client's run may raise the quality bar the operator set, never lower it (context.looser_bar),
+  and needs a thread (a stateless run's thread, and its held case, are deleted when it ends).
 - Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
   and run the other assistants.
 - A request body above SELFCRAG_MAX_REQUEST_BYTES (1 MB) is refused at the door, before it is read.
@@ -17,15 +21,18 @@ from the operator's token file (selfcrag/identities.py).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import os
 import re
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import OperatorSettings
+from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, SettingsError, looser_bar, resolve
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
 from selfcrag.review_case import REVIEWS
 
@@ -37,10 +44,11 @@ SETUP = (f"set {FILE_VARIABLE} to an identity file (add a token: python -m selfc
          "or SELFCRAG_AUTH=off for local development")  # fmt: skip
 # Paths an asker never opens: a thread's state and history, joined run and thread streams, copies, the v2
 # command endpoint, the store, crons and the MCP/A2A faces. A reviewer reads state and history.
-ASKER_DENIED = re.compile(r"^/threads/[^/]+/(state|history|stream|copy|commands)|^/threads/[^/]+/runs/[^/]+/stream"
+ASKER_DENIED = re.compile(r"^/threads/[^/]+/(state|history|stream|copy|commands)|/runs/[^/]+/(stream|join)$"
                           r"|^/threads/prune|^/store|/runs/crons|^/mcp|^/a2a")  # fmt: skip
 REVIEWER_DENIED = re.compile(r"^/threads/[^/]+/(stream|copy|commands)|^/threads/prune|/runs/crons|^/mcp|^/a2a")
 STREAMING_RUN = re.compile(r"^(/threads/[^/]+)?/runs/stream$")
+THREAD = re.compile(r"^/threads/[^/]+/?$")  # threads.get: the thread with its values
 # What an asker may stream from a run that may be held for review: progress events carry no answer text.
 HELD_STREAM_MODES = {"custom"}
 # The `indexer` graph's own assistant (LangGraph names a graph's assistant uuid5(its namespace, graph id)): it
@@ -50,6 +58,13 @@ INDEXER = str(uuid5(UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "indexer"))
 CANCEL = "only the operator cancels a run: one stopped halfway leaves a draft no reviewer saw in its thread"
 _operator_settings = OperatorSettings()
 _files: dict[str, IdentityFile] = {}
+
+
+async def as_server(call: Coroutine[Any, Any, Any]) -> Any:
+    """An in-process call to this server (LangGraph's client without a URL) made by the server itself. The loopback
+    client carries the caller's auth context, so the handlers here would run again as the caller (and call back in
+    forever); a task in an empty context carries none, and LangGraph applies no handler to it."""
+    return await asyncio.create_task(call, context=contextvars.Context())
 
 
 def refuse(status: int, detail: str) -> Auth.exceptions.HTTPException:
@@ -94,9 +109,11 @@ async def authenticate(headers: dict[bytes, bytes], path: str, method: str, quer
         raise refuse(403, f"{who.role} {who.name} may not {method} {path}")
     if who.role != "operator" and str(query_params.get("cancel_on_disconnect", "")).lower() in ("true", "yes", "1"):
         raise refuse(403, CANCEL)
-    # `streaming` tells the run handler whether this request streams the run's events back to its sender.
+    # `streaming` tells the run handler whether this request streams the run's events back to its sender;
+    # `reads_values` the thread handler whether it returns a thread's values.
     return {"identity": who.name, "role": who.role, "permissions": who.permissions,
-            "streaming": bool(STREAMING_RUN.match(path))}  # fmt: skip
+            "streaming": bool(STREAMING_RUN.match(path)),
+            "reads_values": method == "GET" and bool(THREAD.match(path))}  # fmt: skip
 
 
 def user(ctx: Auth.types.AuthContext, key: str) -> Any:
@@ -119,24 +136,82 @@ def owned(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     return {"owner": ctx.user.identity}
 
 
+def unfinished(values: Any) -> bool:
+    """Whether a thread's values are those of a turn that stopped halfway: `prepare` opens every turn with an empty
+    `decision` and only `finalize` sets it, so a failed or cancelled run leaves it empty beside a draft nothing
+    checked (`answer`, `drafts`, `speculation`, the passages)."""
+    return isinstance(values, dict) and values.get("decision") == ""
+
+
+PAGE = 500  # threads read at a time when an asker's search is checked
+STOPPED = ("thread {} is in a turn that has not finished (its run is running, failed or was cancelled) and may "
+           "hold an answer nothing checked: answers come from runs.wait, and a run with input null finishes a "
+           "stopped turn")  # fmt: skip
+
+
+async def at_rest(ctx: Auth.types.AuthContext, thread_id: Any) -> None:
+    """Refuse an asker the values of its own thread while they are a turn stopped halfway. Another's thread or a
+    missing one is left to the owner filter's 404."""
+    try:
+        thread = await as_server(get_client().threads.get(str(thread_id)))
+    except Exception:  # noqa: BLE001 (no such thread: the request fails on its own)
+        return
+    if (thread.get("metadata") or {}).get("owner") == ctx.user.identity and unfinished(thread.get("values")):
+        raise refuse(403, STOPPED.format(thread_id))
+
+
 @auth.on.threads.create
 async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    if role(ctx) == "asker" and value.get("if_exists") == "do_nothing" and value.get("thread_id"):
+        await at_rest(ctx, value["thread_id"])  # "create" an existing thread: LangGraph returns it, values and all
     return owned(ctx, value)
 
 
 @auth.on.threads.read
 async def read_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
-    return {"owner": ctx.user.identity} if role(ctx) == "asker" else None
+    if role(ctx) != "asker":
+        return None
+    if user(ctx, "reads_values"):
+        await at_rest(ctx, value.get("thread_id"))
+    return {"owner": ctx.user.identity}
 
 
 @auth.on.threads.search
 async def search_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
-    return {"owner": ctx.user.identity} if role(ctx) == "asker" else None
+    if role(ctx) != "asker":
+        return None
+    # A search returns each thread's values: none of the asker's may be a turn stopped halfway. Read page by page
+    # (LangGraph's in-memory `values` filter fails on a thread without values, so the check is made here).
+    client, offset = get_client(), 0
+    while page := await as_server(client.threads.search(metadata={"owner": ctx.user.identity}, limit=PAGE,
+                                                        offset=offset, select=["thread_id", "values"])):
+        if stopped := [t["thread_id"] for t in page if unfinished(t.get("values"))]:
+            raise refuse(403, STOPPED.format(stopped[0]))
+        offset += PAGE
+    return {"owner": ctx.user.identity}
 
 
 @auth.on.threads.delete
 async def delete_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
-    return None if role(ctx) == "operator" else {"owner": ctx.user.identity}
+    mine = None if role(ctx) == "operator" else {"owner": ctx.user.identity}
+    await forget_case(str(value.get("thread_id")), mine)
+    return mine
+
+
+async def forget_case(thread_id: str, mine: dict[str, str] | None) -> None:
+    """A deleted thread takes its held case out of the review store (review_case.py), when the caller may delete
+    the thread: nothing would resume it, and the draft would wait there for no one."""
+    client = get_client()
+    try:
+        thread = await as_server(client.threads.get(thread_id))
+    except Exception:  # noqa: BLE001 (no such thread: the delete fails on its own, and there is no case)
+        return
+    if mine is not None and (thread.get("metadata") or {}).get("owner") != mine["owner"]:
+        return  # the owner filter refuses this delete
+    try:
+        await as_server(client.store.delete_item(list(REVIEWS), thread_id))
+    except Exception as exc:  # noqa: BLE001 (keep the thread rather than orphan its case)
+        raise refuse(503, f"the held case of thread {thread_id} could not be removed ({exc}); try again") from None
 
 
 @auth.on.threads.update
@@ -155,17 +230,35 @@ def turned_on(context: dict[str, Any]) -> bool:
     return context.get("human_review") not in (None, *OFF)
 
 
-async def review_required(assistant_id: Any) -> bool:
-    """Whether the operator turned human review on: in the environment, or in the run's assistant's context (read
-    in process, with LangGraph's client without a URL). An assistant that cannot be read counts as on."""
-    if _operator_settings().human_review:
-        return True
+async def assistant_context(assistant_id: Any) -> dict[str, Any] | None:
+    """The run's assistant's context (the operator's), read in process with LangGraph's client without a URL;
+    None when it cannot be read."""
     try:
-        assistant = await get_client().assistants.get(str(assistant_id))
-    except Exception:  # noqa: BLE001 (fail closed: whatever went wrong, review stays a gate)
-        return True
+        assistant = await as_server(get_client().assistants.get(str(assistant_id)))
+    except Exception:  # noqa: BLE001 (the caller fails closed)
+        return None
     context = assistant.get("context")
-    return turned_on(context) if isinstance(context, dict) else False
+    return context if isinstance(context, dict) else {}
+
+
+def review_required(context: dict[str, Any] | None) -> bool:
+    """Whether the operator turned human review on: in the environment, or in the run's assistant's `context`.
+    An assistant that cannot be read (None) counts as on."""
+    return _operator_settings().human_review or context is None or turned_on(context)
+
+
+def loosened(run: dict[str, Any], assistant: dict[str, Any]) -> list[str]:
+    """Where the run's context lowers the quality bar the operator set (environment, then the assistant). Only run
+    settings are read (values, checked against the operator's caps): no operator setting a client sent, such as a
+    file path, is validated or opened here."""
+    def bar(context: dict[str, Any]) -> dict[str, Any]:
+        return {n: v for n, v in context.items() if n in Context.model_fields and n not in OPERATOR_SETTINGS}
+
+    base = _operator_settings()
+    try:
+        return looser_bar(resolve(bar({**assistant, **run}), base), resolve(bar(assistant), base))
+    except SettingsError as exc:
+        raise refuse(403, str(exc)) from None
 
 
 @auth.on.threads.create_run
@@ -192,9 +285,16 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
             raise refuse(403, "a reviewer's command carries only `resume`: thread state is written by the graph")
         return None  # a reviewer decides on any thread
     context = kwargs.get("context") or {}
-    required = await review_required(value.get("assistant_id"))
+    operators = await assistant_context(value.get("assistant_id"))
+    required = review_required(operators)
     if required and context.get("human_review") in OFF and "human_review" in context:
         raise refuse(403, "human review is on for this deployment: a run may not turn it off")
+    if required and (looser := loosened(context, operators or {})):
+        raise refuse(403, "human review is on for this deployment: a run may raise its quality bar, never lower it "
+                          f"({'; '.join(looser)})")  # fmt: skip
+    if required and value.get("thread_id") is None:
+        raise refuse(403, "a run that may be held for review needs a thread (threads.create, or a thread id with "
+                          "if_not_exists='create'): a stateless run's thread and held case are deleted when it ends")
     modes = set(kwargs.get("stream_mode") or [])
     if user(ctx, "streaming") and modes - HELD_STREAM_MODES and (required or turned_on(context)):
         raise refuse(403, f"a run that may be held for review streams only {sorted(HELD_STREAM_MODES)} to its "

@@ -459,6 +459,26 @@ def _resolve(requested: Context, base: Context) -> Context:
     return Context(**{**base.model_dump(), **updates}) if updates else base
 
 
+def looser_bar(asked: Context, floor: Context) -> list[str]:
+    """Where `asked` would show an answer that `floor` would hold for a person, one phrase each (empty: as strict
+    or stricter everywhere): an active minimum lower (domain, risk and the overrides make them: `thresholds()`),
+    answers shown from a lower confidence (the plain-answer minimum less `caveat_band`: below it a draft is held),
+    a narrower `review_band` or a wider `review_spread`. With human review on, a client's run may raise the
+    operator's bar, never lower it (selfcrag/auth.py refuses such a run in one line)."""
+    from selfcrag.quality.thresholds import OVERRIDES
+
+    mine, theirs = asked.thresholds(), floor.thresholds()
+    looser = [f"{OVERRIDES[name]} {getattr(mine, name)} < {getattr(theirs, name)}" for name in OVERRIDES
+              if getattr(mine, name) < getattr(theirs, name)]  # fmt: skip
+    shown, held = round(mine.overall - asked.caveat_band, 4), round(theirs.overall - floor.caveat_band, 4)
+    if shown < held:
+        looser.append(f"answers shown from confidence {shown} < {held} (min_confidence less caveat_band)")
+    if asked.review_band < floor.review_band:  # a narrower close-call band sends fewer answers to a person
+        looser.append(f"review_band {asked.review_band} < {floor.review_band}")
+    if asked.review_spread > floor.review_spread:
+        looser.append(f"review_spread {asked.review_spread} > {floor.review_spread}")
+    return looser
+
 class OperatorSettings:
     """The operator's settings as `Context.from_env(**fixed)` gives them, made again only when a `SELFCRAG_`
     environment variable changed: the graph asks at every step, and `from_env` costs ~0.25 ms (61 environment

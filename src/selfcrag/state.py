@@ -72,7 +72,7 @@ class InputState(BaseModel):
 class OutputState(TypedDict, total=False):
     answer: str
     citations: list[Citation]
-    decision: Decision
+    decision: Decision  # "" while a turn runs: prepare clears it, finalize sets it
     confidence: float
     confidence_explanation: dict[str, Any]  # the calibrated features, their pushes, and which pulled confidence down
     quality: dict[str, Any]  # the active minimums, pass/fail, and which scores fell below

@@ -6,14 +6,20 @@ only from a reviewer, whom the record names; an operator's or an unauthenticated
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from selfcrag import build_graph, offline_components
+from selfcrag.auth import unfinished
+from selfcrag.context import Context
 from selfcrag.nodes.human_review import check_reply
+from selfcrag.nodes.prepare import make as make_prepare
 from selfcrag.review_case import REVIEWS
 
 QUESTION = "How long do I have to send back a pair of headphones?"
@@ -78,3 +84,34 @@ def test_a_reply_may_name_the_draft_it_read_as_short_text() -> None:
     for bad in (5, "", "x" * 65, ["a"]):
         review, error = check_reply({"action": "approve", "draft_id": bad})
         assert review == {} and error.startswith("`draft_id` must be the held draft's id")
+
+
+class BrokenChecker:
+    """A groundedness check that fails: the run stops right after `generate`, as a fault or a cancel would."""
+
+    def check(self, answer: str, strips: list[Any], settings: Any) -> Any:
+        raise RuntimeError("the checker failed")
+
+
+def test_a_turn_that_stops_halfway_is_known_by_its_empty_decision_until_a_run_finishes_it() -> None:
+    components = replace(offline_components(), groundedness=BrokenChecker())
+    graph = build_graph(components, checkpointer=InMemorySaver(), store=InMemoryStore())
+    finished = build_graph(offline_components(), checkpointer=graph.checkpointer, store=graph.store)
+    asker = config("t5", "alice", "asker")
+    finished.invoke({"question": QUESTION}, asker, context=HOLD)  # a first turn that finished (held, sealed)
+    assert not unfinished(graph.get_state(config("t5")).values)
+    with pytest.raises(RuntimeError, match="the checker failed"):
+        graph.invoke({"question": QUESTION}, asker, context=HOLD)
+    values = graph.get_state(config("t5")).values
+    # The thread's values are the unchecked draft's (what threads.get would serve): the door knows them by this.
+    assert "15 days" in values["answer"] and values["decision"] == "" and unfinished(values)
+    done = finished.invoke(None, asker, context=HOLD)  # input null: the turn finishes, sealed
+    assert done["decision"] == "human_review" and not unfinished(graph.get_state(config("t5")).values)
+    assert "15 days" not in json.dumps(graph.get_state(config("t5")).values, default=str)
+
+
+def test_a_new_turn_starts_without_the_last_turns_speculative_draft_or_decision() -> None:
+    prepare = make_prepare(offline_components())
+    state = {"question": QUESTION, "decision": "answer", "speculation": {"answer": "Unchecked.", "kept": True}}
+    update = prepare(state, Runtime(context=Context()))  # type: ignore[arg-type]
+    assert update["speculation"] == {} and update["decision"] == ""

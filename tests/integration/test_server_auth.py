@@ -1,7 +1,8 @@
 """Who may do what on a shared server: a real `langgraph dev` with the operator's identity file (selfcrag/auth.py),
 two askers and a reviewer driven through `langgraph_sdk`. Each finding of issue 23 (scope 1) is tried and refused:
 another asker's threads, resuming or approving as an asker, reading a held draft (state, history, interrupts, the
-thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token.
+thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token;
+a run lowering the quality bar under review, a turn stopped halfway read by its asker, a deleted thread's case.
 
 One server for the whole module (each start costs seconds of CPU); the operator turns human review on for the
 assistant, so every answer an asker gets is one a reviewer could have held.
@@ -28,8 +29,8 @@ HOLD = {"min_confidence": 1.0, "caveat_band": 0.0}  # no answer reaches it: ever
 def server(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("auth")
     identities = work / "identities.json"
-    tokens = {name: add(identities, name, role) for name, role in
-              [("alice", "asker"), ("bob", "asker"), ("carol", "reviewer"), ("olga", "operator")]}  # fmt: skip
+    roles = [("alice", "asker"), ("bob", "asker"), ("erin", "asker"), ("carol", "reviewer"), ("olga", "operator")]
+    tokens = {name: add(identities, name, role) for name, role in roles}
     env = {"SELFCRAG_AUTH_FILE": str(identities), "SELFCRAG_HOME": str(work / "home")}
     with langgraph_dev(env) as url:
         # The operator turns human review on for the deployment's assistant (README: SELFCRAG_HUMAN_REVIEW=1).
@@ -111,11 +112,13 @@ def test_the_held_draft_reaches_the_reviewer_and_nothing_the_asker_can_read(clie
     refused(lambda: alice.store.get_item(["selfcrag_reviews"], thread))
     run_id = alice.runs.list(thread)[0]["run_id"]
     refused(lambda: list(alice.runs.join_stream(thread, run_id)), "may not GET")
+    refused(lambda: alice.runs.join(thread, run_id), "may not GET")  # a stopped run's join serves its values
     # A run that may be held streams only progress events to its asker, and they quote no draft.
+    spare = alice.threads.create()["thread_id"]
     for mode in ("values", "updates", "debug", "messages", "messages-tuple", "events", "tasks", "checkpoints"):
-        refused(lambda mode=mode: list(alice.runs.stream(None, assistant_id, input={"question": QUESTION},
+        refused(lambda mode=mode: list(alice.runs.stream(spare, assistant_id, input={"question": QUESTION},
                                                          context=HOLD, stream_mode=mode)), "streams only")  # fmt: skip
-    events = list(alice.runs.stream(None, assistant_id, input={"question": QUESTION}, context=HOLD,
+    events = list(alice.runs.stream(spare, assistant_id, input={"question": QUESTION}, context=HOLD,
                                     stream_mode="custom"))  # fmt: skip
     assert any(e.event == "custom" for e in events) and draft not in json.dumps([e.data for e in events])
 
@@ -154,7 +157,7 @@ def test_askers_cannot_decide_or_write_thread_state_and_reviewers_only_resume(cl
     refused(lambda: alice.runs.cancel(other, started["run_id"]), "only the operator cancels a run")
     refused(lambda: alice.runs.create(other, assistant_id, input={"question": "?"}, multitask_strategy="interrupt"),
             "only the operator cancels a run")  # fmt: skip
-    alice.runs.join(other, started["run_id"])
+    clients["olga"].runs.join(other, started["run_id"])
     assert clients["carol"].threads.get(thread)["status"] == "interrupted"  # nothing above touched the case
 
 
@@ -209,3 +212,81 @@ def test_a_token_added_while_the_server_runs_works_at_once(server):
     token = add(Path(identities), "dave", "asker")
     dave = get_sync_client(url=url, api_key=token)
     assert dave.threads.create()["metadata"]["owner"] == "dave"
+
+
+def test_with_review_on_a_run_may_raise_the_quality_bar_but_never_lower_it(clients, assistant_id):
+    alice, thread = clients["alice"], clients["alice"].threads.create()["thread_id"]
+    ask = {"input": {"question": QUESTION}}
+    for looser, named in [({"min_confidence": 0.1}, "min_confidence 0.1 <"), ({"risk": "low"}, "min_context_relevance"),
+                          ({"min_confidence": 0.95, "caveat_band": 0.9}, "answers shown from confidence 0.05 <"),
+                          ({"review_band": 0.0}, "review_band 0.0 <"), ({"review_spread": 1.0}, "review_spread 1.0 >"),
+                          ({"min_groundedness": 0.0, "min_confidence": 1.0}, "min_groundedness 0.0 <")]:  # fmt: skip
+        refused(lambda c=looser: alice.runs.wait(thread, assistant_id, context=c, **ask), "never lower it", named)
+    # The same settings sent as `configurable` (LangGraph reads them as the run's context) are refused alike.
+    refused(lambda: alice.runs.wait(thread, assistant_id, config={"configurable": {"min_confidence": 0.1}}, **ask),
+            "never lower it")  # fmt: skip
+    # A stateless run's thread is deleted when it ends, and a held case with it: a run that may be held needs one.
+    refused(lambda: alice.runs.wait(None, assistant_id, **ask), "needs a thread")
+    # The floor is the operator's assistant's bar where it sets one: `general` is looser than its `medical`.
+    strict = clients["olga"].assistants.create("selfcrag", assistant_id="5e1fc2a0-0000-4000-8000-000000000002",
+                                               context={"human_review": True, "domain": "medical"},
+                                               if_exists="do_nothing")  # fmt: skip
+    try:
+        refused(lambda: alice.runs.wait(thread, strict["assistant_id"], context={"domain": "general"}, **ask),
+                "min_confidence")  # fmt: skip
+    finally:
+        clients["olga"].assistants.delete(strict["assistant_id"])
+    stricter = alice.runs.wait(thread, assistant_id, context={"domain": "legal", "review_band": 0.5}, **ask)
+    assert stricter["decision"] == "human_review"  # raised, the bar holds this answer for a person
+
+
+def test_a_turn_stopped_halfway_is_not_readable_until_a_run_finishes_it(clients, assistant_id):
+    """The thread a failed or cancelled run leaves holds the unchecked draft. The operator pauses one right after
+    `generate` to make exactly that thread, deterministically, for the asker Erin."""
+    erin, olga = clients["erin"], clients["olga"]
+    thread = erin.threads.create()["thread_id"]
+    olga.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD, interrupt_after=["generate"])
+    draft = olga.threads.get_state(thread)["values"]["answer"]
+    assert "15 days" in draft  # what threads.get would serve her
+    sentence = draft.split(" [doc_")[0]
+    refused(lambda: erin.threads.get(thread), "has not finished")
+    refused(lambda: erin.threads.search(limit=100), "has not finished")
+    refused(lambda: erin.threads.create(thread_id=thread, if_exists="do_nothing"), "has not finished")
+    refused(lambda: clients["bob"].threads.get(thread))  # not his: a 404, saying nothing of its state
+    done = erin.runs.wait(thread, assistant_id, input=None, context=HOLD)  # the turn finishes, sealed
+    assert done["decision"] == "human_review" and quoting(done, sentence) == []
+    assert quoting(erin.threads.get(thread), sentence) == []
+    assert thread in json.dumps(erin.threads.search(limit=100))
+
+
+def test_an_asker_who_disconnects_a_cancelling_stream_reads_no_draft(server, clients, assistant_id):
+    """on_disconnect="cancel" is a body field the handlers never see: wherever the run stopped, what the asker can
+    read of the thread after quotes no draft (refused while the turn is unfinished). Where the cancel lands is
+    timing (offline, the turn usually ends first); the test above makes the stopped thread deterministically."""
+    url, tokens, _ = server
+    erin, olga = clients["erin"], clients["olga"]
+    thread = erin.threads.create()["thread_id"]
+    body = {"assistant_id": assistant_id, "input": {"question": QUESTION}, "context": HOLD,
+            "stream_mode": ["custom"], "on_disconnect": "cancel"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {tokens['erin']}"}
+    with httpx.stream("POST", f"{url}/threads/{thread}/runs/stream", json=body, headers=headers) as response:
+        assert response.status_code == 200
+        next(line for line in response.iter_lines() if line.startswith("event: custom"))  # then hang up
+    (run,) = olga.runs.list(thread)
+    olga.runs.join(thread, run["run_id"])
+    if olga.threads.get_state(thread)["values"].get("decision") == "":  # the cancel landed mid-turn
+        refused(lambda: erin.threads.get(thread), "has not finished")
+    else:  # the turn ended first: held, and sealed
+        case = olga.store.get_item(["selfcrag_reviews"], thread)["value"]
+        assert quoting(erin.threads.get(thread), case["draft_answer"].split(" [doc_")[0]) == []
+
+
+def test_deleting_a_held_thread_deletes_its_case(clients, assistant_id):
+    alice, bob, carol = clients["alice"], clients["bob"], clients["carol"]
+    thread = alice.threads.create()["thread_id"]
+    alice.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD)
+    assert carol.store.get_item(["selfcrag_reviews"], thread) is not None
+    refused(lambda: bob.threads.delete(thread))  # not his: the case stays
+    assert carol.store.get_item(["selfcrag_reviews"], thread) is not None
+    alice.threads.delete(thread)
+    assert carol.store.get_item(["selfcrag_reviews"], thread) is None

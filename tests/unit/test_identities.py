@@ -80,8 +80,12 @@ def test_a_server_without_identities_refuses_every_request_saying_how_to_configu
     with pytest.raises(Auth.exceptions.HTTPException) as denied:
         door(token, path="/threads/x/history")
     assert denied.value.detail == "asker alice may not POST /threads/x/history"
+    with pytest.raises(Auth.exceptions.HTTPException) as joining:  # a join serves a stopped run's values
+        door(token, path="/threads/x/runs/y/join")
+    assert joining.value.detail == "asker alice may not POST /threads/x/runs/y/join"
+    reviewer = add(path, "carol", "reviewer")
     with pytest.raises(Auth.exceptions.HTTPException) as cancelling:  # a disconnect would stop the run halfway
-        door(token, path="/threads/x/runs/y/join", query="cancel_on_disconnect=true")
+        door(reviewer, path="/threads/x/runs/y/join", query="cancel_on_disconnect=true")
     assert cancelling.value.detail.startswith("only the operator cancels a run")
     with pytest.raises(Auth.exceptions.HTTPException) as big:
         door(token, length=1_000_001)
@@ -114,4 +118,4 @@ def test_review_is_required_by_the_operators_environment_or_the_runs_assistant(
 ) -> None:
     monkeypatch.setenv("SELFCRAG_HUMAN_REVIEW", operator)
     monkeypatch.setattr(auth, "get_client", lambda: Client(assistant))
-    assert asyncio.run(auth.review_required("a1")) is required
+    assert auth.review_required(asyncio.run(auth.assistant_context("a1"))) is required
