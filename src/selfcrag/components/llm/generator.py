@@ -73,6 +73,8 @@ def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
     answer = re.sub(r"[ \t]{2,}", " ", re.sub(r"[ \t]+([.,;:!?])", r"\1", answer)).strip()
     if not answer:
         return Draft(answer="", citations=[], missing=missing or "the model returned no answer")
+    if not _REF.search(answer):
+        answer = _attributed(answer, prompt)
     citations = []
     for ref in dict.fromkeys(_REF.findall(answer)):
         own = [s for s in prompt.strips if s["doc_id"] == docs[ref]]
@@ -80,6 +82,33 @@ def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
         citations.append(Citation(ref=ref, doc_id=docs[ref], title=own[0]["title"], source=own[0]["source"],
                                   quote=_quote(claims, own)))  # fmt: skip
     return Draft(answer=answer, citations=citations, missing=missing)
+
+
+MIN_SHARED_TERMS = 2  # an uncited sentence is attributed only to a document it shares this many terms with
+
+
+def _attributed(answer: str, prompt: GenerationPrompt) -> str:
+    """An answer written without citation labels, each sentence labelled with the evidence document it shares the
+    most terms with (none when it shares fewer than MIN_SHARED_TERMS with every one). Small models often answer
+    right but drop the labels; the groundedness check that follows still judges every labelled sentence against
+    its document, so a wrong attribution is caught there, not trusted."""
+    texts: dict[str, set[str]] = {}
+    for strip in prompt.strips:
+        label = prompt.labels.get(strip["doc_id"])
+        if label:
+            texts.setdefault(label, set()).update(terms_of(strip["text"]))
+    if not texts:
+        return answer
+    sentences = []
+    for sentence in split_sentences(answer):
+        words = terms_of(sentence)
+        label, shared = max(((lab, len(words & terms)) for lab, terms in texts.items()), key=lambda x: x[1])
+        if shared >= MIN_SHARED_TERMS:
+            body = sentence.rstrip()
+            end = len(body.rstrip(".!?。"))
+            sentence = f"{body[:end]} [{label}]{body[end:]}"
+        sentences.append(sentence)
+    return " ".join(sentences)
 
 
 def _quote(claims: str, strips: list[Strip]) -> str:
