@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Citation, Draft, Strip, Turn
 from selfcrag.components.llm.calls import MAX_TOKENS, call, reply_chars
+from selfcrag.components.llm.declines import banning, doubted_decline, with_probabilities
 from selfcrag.components.llm.structured import text_of, usage_tokens
 from selfcrag.components.terms import terms_of
 from selfcrag.components.text import split_sentences
@@ -40,14 +41,23 @@ class LLMGenerator:
         model = self.models.generator(settings)
         prompt = generation_prompt(question, strips, settings, avoid, history)
         # Invoked inside the node with the node's callbacks, so stream_mode="messages" gets its tokens.
-        outcome = call(self.models.capped(model, MAX_TOKENS["answer"]), prompt.messages, settings)
+        asked = with_probabilities(self.models.capped(model, MAX_TOKENS["answer"]))
+        outcome = call(asked, prompt.messages, settings)
         if outcome.error is not None:  # no draft: the graph rewrites or abstains, it does not crash
             said = phrase("model_limit" if outcome.skipped else "model_unreachable", language_of(question))
             return Draft(answer="", citations=[], missing=said, llm_calls=outcome.calls, prompt=prompt.name,
                          error=outcome.reason)  # fmt: skip
         message = outcome.output
         draft = draft_from(_cut(text_of(message), reply_chars("answer")), prompt)
-        draft.llm_calls, draft.tokens, draft.prompt = outcome.calls, usage_tokens(message, prompt.messages), prompt.name
+        calls, tokens = outcome.calls, usage_tokens(message, prompt.messages)
+        if not draft.answer and (bias := doubted_decline(message)) is not None:  # declines.py: asked once more
+            again = call(banning(asked, bias), prompt.messages, settings)
+            calls += again.calls
+            if again.error is None:
+                tokens += usage_tokens(again.output, prompt.messages)
+                second = draft_from(_cut(text_of(again.output), reply_chars("answer")), prompt)
+                draft = second if second.answer else draft
+        draft.llm_calls, draft.tokens, draft.prompt = calls, tokens, prompt.name
         return draft
 
 
