@@ -1,12 +1,17 @@
 """What a real 0.5B model replied that scripted models never did (tests/integration/test_real_model.py meets it):
-an empty list of grades, an answer without citation labels. Each is handled by a general means, tested here."""
+an empty list of grades, an answer without citation labels, a decline it gave little probability to. Each is
+handled by a general means, tested here."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from langchain_core.messages import AIMessage
 from pydantic import ValidationError
 
 from selfcrag.components.base import Strip
+from selfcrag.components.llm.declines import doubted_decline
 from selfcrag.components.llm.generator import draft_from
 from selfcrag.components.llm.relevance import keyed_grades
 from selfcrag.components.llm.structured import compact_schema
@@ -48,3 +53,22 @@ def test_an_answer_with_labels_keeps_them_as_written():
                                Context())  # fmt: skip
     draft = draft_from("It costs $14.99 [doc_1].", prompt)
     assert draft.answer == "It costs $14.99 [doc_1]." and len(draft.citations) == 1
+
+
+def first_token(*options: tuple[str, float, int]) -> AIMessage:
+    top = [{"token": token, "logprob": math.log(p), "id": ident} for token, p, ident in options]
+    return AIMessage("Insufficient: ...", response_metadata={"logprobs": {"content": [{"top_logprobs": top}]}})
+
+
+def test_a_decline_holding_under_half_the_first_token_probability_is_doubted_and_its_tokens_banned():
+    # As the 0.5B model replied to evidence that states the answer.
+    message = first_token(("Ins", 0.355, 641), ("The", 0.152, 785), ("Missing", 0.036, 35312), ("INS", 0.01, 9972))
+    assert doubted_decline(message) == {641: -100, 35312: -100, 9972: -100}
+
+
+def test_a_sure_decline_or_one_without_probabilities_or_token_ids_stands():
+    assert doubted_decline(first_token(("Ins", 0.7, 641), ("The", 0.2, 785))) is None
+    assert doubted_decline(AIMessage("INSUFFICIENT: nothing")) is None
+    no_ids = AIMessage("x", response_metadata={"logprobs": {"content": [{"top_logprobs": [
+        {"token": "Ins", "logprob": math.log(0.3)}, {"token": "The", "logprob": math.log(0.6)}]}]}})
+    assert doubted_decline(no_ids) is None
