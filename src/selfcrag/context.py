@@ -195,7 +195,8 @@ class Context(BaseModel):
         "`local`: answer one specific point from the best evidence; `global`: synthesise across documents; `auto` "
         "picks from the question.",
     )
-    few_shot: bool = run(True, "Show the generator short examples of cited answers.")
+    few_shot: bool = run(False, "Show the generator short examples of cited answers (small models copy them: a 0.5B "
+                         "model answered \"Missing: <the question>\" with them, and the answer without).")
     history_turns: int = run(
         3, "Earlier chat turns (user + assistant) from `messages` the generator sees.", cap="cap_history_turns", ge=0
     )

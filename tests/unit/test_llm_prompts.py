@@ -59,7 +59,8 @@ def test_generation_prompt_has_its_layers_in_order():
     history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
                {"role": "user", "content": "I bought headphones."}, {"role": "assistant", "content": "Noted."}]
     prompt = generation_prompt("How many days do I have to return an item?", strips,
-                               Context(history_turns=1), avoid=["Returns take 45 days."], history=history)
+                               Context(history_turns=1, few_shot=True), avoid=["Returns take 45 days."],
+                               history=history)
     system, *middle, last = prompt.messages
     assert isinstance(system, SystemMessage) and TASKS["qa"] in system.content and "[doc_1]" in system.content
     # few-shot pairs, then the last history turn only

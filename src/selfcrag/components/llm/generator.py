@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from selfcrag.components.base import Citation, Draft, Strip, Turn
 from selfcrag.components.llm.calls import MAX_TOKENS, call, reply_chars
+from selfcrag.components.llm.declines import banning, doubted_decline, with_probabilities
 from selfcrag.components.llm.structured import text_of, usage_tokens
 from selfcrag.components.terms import terms_of
 from selfcrag.components.text import split_sentences
@@ -40,14 +41,23 @@ class LLMGenerator:
         model = self.models.generator(settings)
         prompt = generation_prompt(question, strips, settings, avoid, history)
         # Invoked inside the node with the node's callbacks, so stream_mode="messages" gets its tokens.
-        outcome = call(self.models.capped(model, MAX_TOKENS["answer"]), prompt.messages, settings)
+        asked = with_probabilities(self.models.capped(model, MAX_TOKENS["answer"]))
+        outcome = call(asked, prompt.messages, settings)
         if outcome.error is not None:  # no draft: the graph rewrites or abstains, it does not crash
             said = phrase("model_limit" if outcome.skipped else "model_unreachable", language_of(question))
             return Draft(answer="", citations=[], missing=said, llm_calls=outcome.calls, prompt=prompt.name,
                          error=outcome.reason)  # fmt: skip
         message = outcome.output
         draft = draft_from(_cut(text_of(message), reply_chars("answer")), prompt)
-        draft.llm_calls, draft.tokens, draft.prompt = outcome.calls, usage_tokens(message, prompt.messages), prompt.name
+        calls, tokens = outcome.calls, usage_tokens(message, prompt.messages)
+        if not draft.answer and (bias := doubted_decline(message)) is not None:  # declines.py: asked once more
+            again = call(banning(asked, bias), prompt.messages, settings)
+            calls += again.calls
+            if again.error is None:
+                tokens += usage_tokens(again.output, prompt.messages)
+                second = draft_from(_cut(text_of(again.output), reply_chars("answer")), prompt)
+                draft = second if second.answer else draft
+        draft.llm_calls, draft.tokens, draft.prompt = calls, tokens, prompt.name
         return draft
 
 
@@ -73,6 +83,8 @@ def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
     answer = re.sub(r"[ \t]{2,}", " ", re.sub(r"[ \t]+([.,;:!?])", r"\1", answer)).strip()
     if not answer:
         return Draft(answer="", citations=[], missing=missing or "the model returned no answer")
+    if not _REF.search(answer):
+        answer = _attributed(answer, prompt)
     citations = []
     for ref in dict.fromkeys(_REF.findall(answer)):
         own = [s for s in prompt.strips if s["doc_id"] == docs[ref]]
@@ -80,6 +92,33 @@ def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
         citations.append(Citation(ref=ref, doc_id=docs[ref], title=own[0]["title"], source=own[0]["source"],
                                   quote=_quote(claims, own)))  # fmt: skip
     return Draft(answer=answer, citations=citations, missing=missing)
+
+
+MIN_SHARED_TERMS = 2  # an uncited sentence is attributed only to a document it shares this many terms with
+
+
+def _attributed(answer: str, prompt: GenerationPrompt) -> str:
+    """An answer written without citation labels, each sentence labelled with the evidence document it shares the
+    most terms with (none when it shares fewer than MIN_SHARED_TERMS with every one). Small models often answer
+    right but drop the labels; the groundedness check that follows still judges every labelled sentence against
+    its document, so a wrong attribution is caught there, not trusted."""
+    texts: dict[str, set[str]] = {}
+    for strip in prompt.strips:
+        label = prompt.labels.get(strip["doc_id"])
+        if label:
+            texts.setdefault(label, set()).update(terms_of(strip["text"]))
+    if not texts:
+        return answer
+    sentences = []
+    for sentence in split_sentences(answer):
+        words = terms_of(sentence)
+        label, shared = max(((lab, len(words & terms)) for lab, terms in texts.items()), key=lambda x: x[1])
+        if shared >= MIN_SHARED_TERMS:
+            body = sentence.rstrip()
+            end = len(body.rstrip(".!?。"))
+            sentence = f"{body[:end]} [{label}]{body[end:]}"
+        sentences.append(sentence)
+    return " ".join(sentences)
 
 
 def _quote(claims: str, strips: list[Strip]) -> str:

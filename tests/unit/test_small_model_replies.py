@@ -1,0 +1,74 @@
+"""What a real 0.5B model replied that scripted models never did (tests/integration/test_real_model.py meets it):
+an empty list of grades, an answer without citation labels, a decline it gave little probability to. Each is
+handled by a general means, tested here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from langchain_core.messages import AIMessage
+from pydantic import ValidationError
+
+from selfcrag.components.base import Strip
+from selfcrag.components.llm.declines import doubted_decline
+from selfcrag.components.llm.generator import draft_from
+from selfcrag.components.llm.relevance import keyed_grades
+from selfcrag.components.llm.structured import compact_schema
+from selfcrag.context import Context
+from selfcrag.prompts.generation import generation_prompt
+
+
+def strip(doc: str, text: str, score: float) -> Strip:
+    return Strip(id=f"{doc}#0", doc_id=doc, title=doc.title(), source=f"{doc}.md", text=text, score=score)
+
+
+def test_the_batch_schema_requires_a_verdict_for_every_passage_so_a_grammar_cannot_skip_one():
+    schema = compact_schema(keyed_grades(3))
+    assert schema["required"] == ["p1", "p2", "p3"]
+    assert schema["properties"]["p2"]["properties"]["label"]["enum"] == ["correct", "ambiguous", "incorrect"]
+    with pytest.raises(ValidationError):
+        keyed_grades(3).model_validate({"grades": []})  # what the 0.5B model said to a list schema
+
+
+def test_list_replies_from_servers_without_a_grammar_are_matched_by_id_else_by_position():
+    by_id = keyed_grades(2).model_validate({"grades": [{"id": "P2", "label": "Relevant"}, {"id": "p1", "label": "no"}]})
+    assert (by_id.p1.label, by_id.p2.label) == ("incorrect", "correct")  # type: ignore[attr-defined]
+    in_order = keyed_grades(2).model_validate([{"label": "correct"}, {"label": "ambiguous"}])
+    assert (in_order.p1.label, in_order.p2.label) == ("correct", "ambiguous")  # type: ignore[attr-defined]
+
+
+def test_an_answer_without_labels_is_attributed_to_the_document_it_shares_terms_with():
+    strips = [strip("shipping", "Express shipping costs $14.99 and arrives in 2 business days.", 0.9),
+              strip("returns", "Most items can be returned within 30 days from the date of delivery.", 0.8)]
+    prompt = generation_prompt("How many days do I have to return an item?", strips, Context())
+    draft = draft_from("You can return most items within 30 days from the date of delivery. Have a nice day!", prompt)
+    assert draft.answer == ("You can return most items within 30 days from the date of delivery [doc_2]. "
+                            "Have a nice day!")  # fmt: skip
+    assert [(c["ref"], c["doc_id"]) for c in draft.citations] == [("doc_2", "returns")]
+
+
+def test_an_answer_with_labels_keeps_them_as_written():
+    prompt = generation_prompt("How much is express?", [strip("shipping", "Express shipping costs $14.99.", 0.9)],
+                               Context())  # fmt: skip
+    draft = draft_from("It costs $14.99 [doc_1].", prompt)
+    assert draft.answer == "It costs $14.99 [doc_1]." and len(draft.citations) == 1
+
+
+def first_token(*options: tuple[str, float, int]) -> AIMessage:
+    top = [{"token": token, "logprob": math.log(p), "id": ident} for token, p, ident in options]
+    return AIMessage("Insufficient: ...", response_metadata={"logprobs": {"content": [{"top_logprobs": top}]}})
+
+
+def test_a_decline_holding_under_half_the_first_token_probability_is_doubted_and_its_tokens_banned():
+    # As the 0.5B model replied to evidence that states the answer.
+    message = first_token(("Ins", 0.355, 641), ("The", 0.152, 785), ("Missing", 0.036, 35312), ("INS", 0.01, 9972))
+    assert doubted_decline(message) == {641: -100, 35312: -100, 9972: -100}
+
+
+def test_a_sure_decline_or_one_without_probabilities_or_token_ids_stands():
+    assert doubted_decline(first_token(("Ins", 0.7, 641), ("The", 0.2, 785))) is None
+    assert doubted_decline(AIMessage("INSUFFICIENT: nothing")) is None
+    no_ids = AIMessage("x", response_metadata={"logprobs": {"content": [{"top_logprobs": [
+        {"token": "Ins", "logprob": math.log(0.3)}, {"token": "The", "logprob": math.log(0.6)}]}]}})
+    assert doubted_decline(no_ids) is None
