@@ -325,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     _load_env_file()
     from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
+    from selfcrag.store.db import database_errors, failure_line
 
     try:
         return int(args.run(args))
@@ -336,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except (IngestError, EmbeddingModelError, ValueError, OSError) as exc:
         print(f"selfcrag: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except database_errors() as exc:  # a disk that filled or a PostgreSQL server that stopped mid-run
+        print(f"selfcrag: error: {failure_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

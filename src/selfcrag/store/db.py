@@ -157,3 +157,23 @@ def close_all() -> None:
         for db in _open.values():
             db.close()
         _open.clear()
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """What a database that fails in the middle of a run raises: sqlite3's errors (a full disk, a file it cannot
+    write) and psycopg's (a PostgreSQL server that stopped). Neither is an OSError, so the CLI names them here to
+    report them in one line."""
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    try:
+        import psycopg
+    except ImportError:  # without the postgres extra nothing can raise its errors
+        return errors
+    return (*errors, psycopg.Error)
+
+
+def failure_line(exc: BaseException) -> str:
+    """One line for a database fault met mid-run: which database and its own first line (a psycopg message runs on
+    over several lines, with hints meant for a DBA)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return (f"the store's database ({describe(database_url())}) failed: {first} ({type(exc).__name__}); "
+            "steps saved before the fault are kept, so the thread can be asked on again once the database is back")
