@@ -20,7 +20,8 @@ from support.replies import Plausible
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 RETURNS = "How many days do I have to return an item?"
 SHIPPING = "Do you ship to Antarctica?"
-STORE_FILE_LIMIT = 65536  # bytes any file may grow to: the store opens (its -shm file is 32 KB) but a turn's writes fail
+# The bytes any file may grow to: the store opens (its -shm file is 32 KB) but a turn's writes fail.
+STORE_FILE_LIMIT = 65536
 
 
 def cli(*args: str, env: dict[str, str], limit_files: bool = False) -> subprocess.CompletedProcess[str]:
