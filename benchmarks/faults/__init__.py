@@ -1,0 +1,1 @@
+"""The fault matrix's cases, one module per door (see benchmarks/fault_matrix.py)."""
