@@ -45,8 +45,13 @@ def commit() -> dict[str, object]:
 
 def table(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
     groups = list(dict.fromkeys(o.group for o in outcomes))
-    rows = {g: {"cases": sum(o.group == g for o in outcomes),
-                **{c: sum(bool(o.flags.get(c)) for o in outcomes if o.group == g) for c in COLUMNS}} for g in groups}
+    rows = {
+        g: {
+            "cases": sum(o.group == g for o in outcomes),
+            **{c: sum(bool(o.flags.get(c)) for o in outcomes if o.group == g) for c in COLUMNS},
+        }
+        for g in groups
+    }
     rows["total"] = {k: sum(row[k] for row in rows.values()) for k in ("cases", *COLUMNS)}
     return rows
 
@@ -73,10 +78,15 @@ def main() -> int:
         print(f"{group:<10}{row['cases']:>6}" + "".join(f"{row[c]:>{len(names[c]) + 2}}" for c in COLUMNS))
     out = args.out or ROOT / "benchmarks" / "results" / f"fault_matrix{'_fast' if args.fast else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {**commit(), "command": " ".join(["benchmarks/fault_matrix.py", *sys.argv[1:]]),
-              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-              "seconds": round(time.time() - started, 1), "columns": MEANING, "table": rows,
-              "cases": [{k: v for k, v in o.__dict__.items() if k not in ("seen", "one_line")} for o in outcomes]}
+    record = {
+        **commit(),
+        "command": " ".join(["benchmarks/fault_matrix.py", *sys.argv[1:]]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "columns": MEANING,
+        "table": rows,
+        "cases": [{k: v for k, v in o.__dict__.items() if k not in ("seen", "one_line")} for o in outcomes],
+    }
     out.write_text(json.dumps(record, indent=2, default=str) + "\n")
     failing = [f"{o.group}: {o.case} ({', '.join(o.failed())})" for o in outcomes if o.failed()]
     if failing:

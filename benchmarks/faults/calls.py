@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from faults.core import BOUNDED, OPERATOR_KEY, QUESTION, SLACK, Outcome, case, cases, described, timed
 from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
 from support.shelf import Shelf
 from support.tavily_server import TavilyTestServer
 
+from faults.core import BOUNDED, OPERATOR_KEY, QUESTION, SLACK, Outcome, case, cases, described, timed
 from selfcrag import build_graph, offline_components
 from selfcrag.components.backend import model_components
 from selfcrag.components.web_search import TavilyWebSearch
@@ -57,7 +57,8 @@ def model_run(outcome: Outcome, responder: Callable[[Request], Reply], budget: i
         "count_mismatches": result is not None and result.get("llm_calls") != received,
     }
     outcome.note = f"{received} requests, llm_calls {result.get('llm_calls') if result else '-'}; " + described(
-        result, error)
+        result, error
+    )
 
 
 GRADERS = ("Grade every passage", "statement by statement", "grade whether an answer")
@@ -79,10 +80,17 @@ BAD_REPLIES: dict[str, Callable[[], Reply]] = {
     "one byte a second": lambda: Reply.drip(Reply.json({"score": 0.9}), 1.0),
 }
 _reply_cases = [(name, marker) for name in BAD_REPLIES for marker in (*GRADERS, GENERATE)]
-cases("replies", [f"{name} -> {marker.split()[0].lower()} {marker.split()[-1]}" for name, marker in _reply_cases],
-      lambda outcome, pair: model_run(outcome, on_prompt(pair[1], BAD_REPLIES[pair[0]])), _reply_cases,
-      fast={n for n, (name, marker) in enumerate(_reply_cases)
-            if marker == GENERATE and name in ("2 KB of nested brackets", "HTTP 401 echoing the key", "HTTP 500")})
+cases(
+    "replies",
+    [f"{name} -> {marker.split()[0].lower()} {marker.split()[-1]}" for name, marker in _reply_cases],
+    lambda outcome, pair: model_run(outcome, on_prompt(pair[1], BAD_REPLIES[pair[0]])),
+    _reply_cases,
+    fast={
+        n
+        for n, (name, marker) in enumerate(_reply_cases)
+        if marker == GENERATE and name in ("2 KB of nested brackets", "HTTP 401 echoing the key", "HTTP 500")
+    },
+)
 
 
 @case("replies", "every call never answers")
@@ -112,13 +120,26 @@ cases("budget", [f"max_llm_calls={b}, every other call 503" for b in (3, 6, 11)]
 # --- a client's settings --------------------------------------------------------------------------------------
 
 HOSTILE_SETTINGS: list[dict[str, Any]] = [
-    {"base_url": "ATTACKER"}, {"backend": "model", "base_url": "ATTACKER"},
-    {"generator_model": "openai:gpt-4o", "base_url": "ATTACKER"}, {"grader_model": "openai:x"},
-    {"index_dir": "/"}, {"embeddings": "openai:text-embedding-3-small"}, {"llm_timeout": 100000},
-    {"run_timeout": 100000}, {"cap_llm_calls": 100000}, {"allow_per_run": ["base_url"]},
-    {"max_retrieval_rounds": 2000}, {"max_llm_calls": 100000}, {"k": 100000}, {"web_results": 1000},
-    {"context_tokens": 10**9}, {"max_llm_calls": "abc"}, {"k": -1}, {"domain": "astrology"},
-    {"temperature": "hot"}, {"no_such_setting": 1},
+    {"base_url": "ATTACKER"},
+    {"backend": "model", "base_url": "ATTACKER"},
+    {"generator_model": "openai:gpt-4o", "base_url": "ATTACKER"},
+    {"grader_model": "openai:x"},
+    {"index_dir": "/"},
+    {"embeddings": "openai:text-embedding-3-small"},
+    {"llm_timeout": 100000},
+    {"run_timeout": 100000},
+    {"cap_llm_calls": 100000},
+    {"allow_per_run": ["base_url"]},
+    {"max_retrieval_rounds": 2000},
+    {"max_llm_calls": 100000},
+    {"k": 100000},
+    {"web_results": 1000},
+    {"context_tokens": 10**9},
+    {"max_llm_calls": "abc"},
+    {"k": -1},
+    {"domain": "astrology"},
+    {"temperature": "hot"},
+    {"no_such_setting": 1},
 ]  # fmt: skip  (a client's `calibration` path: trust.py, in a process of its own)
 
 
@@ -128,8 +149,11 @@ def _settings(outcome: Outcome, asked: dict[str, Any] | None) -> None:
         os.environ.update({"OPENAI_API_KEY": OPERATOR_KEY, "OPENAI_BASE_URL": operator.base_url})
         try:
             graph = build_graph(settings=BOUNDED)
-            context = {"k": 4, "max_retrieval_rounds": 2} if asked is None else {
-                k: attacker.base_url if v == "ATTACKER" else v for k, v in asked.items()}
+            context = (
+                {"k": 4, "max_retrieval_rounds": 2}
+                if asked is None
+                else {k: attacker.base_url if v == "ATTACKER" else v for k, v in asked.items()}
+            )
             result, error, _ = timed(lambda: graph.invoke({"question": QUESTION}, context=context))
         finally:
             for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
@@ -138,13 +162,19 @@ def _settings(outcome: Outcome, asked: dict[str, Any] | None) -> None:
     outcome.flags["leaked_keys"] = any(OPERATOR_KEY in r.authorization for r in attacker.requests)
     outcome.flags["trespasses"] = bool(attacker.requests)  # the client's endpoint was never called
     # The honest client's run answers; every hostile setting is refused in one line before anything runs.
-    outcome.flags["crashes"] = not (result and result.get("answer")) if asked is None else not isinstance(
-        error, SettingsError)
+    outcome.flags["crashes"] = (
+        not (result and result.get("answer")) if asked is None else not isinstance(error, SettingsError)
+    )
     outcome.note = described(result, error)
 
 
-cases("settings", [json.dumps(s)[:70] for s in HOSTILE_SETTINGS] + ["run settings within the caps"], _settings,
-      [*HOSTILE_SETTINGS, None], fast={0, 9, len(HOSTILE_SETTINGS)})
+cases(
+    "settings",
+    [json.dumps(s)[:70] for s in HOSTILE_SETTINGS] + ["run settings within the caps"],
+    _settings,
+    [*HOSTILE_SETTINGS, None],
+    fast={0, 9, len(HOSTILE_SETTINGS)},
+)
 
 # --- web search ---------------------------------------------------------------------------------------------------
 

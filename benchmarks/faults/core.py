@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -18,18 +15,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-for place in (ROOT / "tests", ROOT / "src"):  # the local test servers live with the tests
-    if str(place) not in sys.path:
-        sys.path.insert(0, str(place))
-
-os.environ.setdefault("SELFCRAG_CACHE_DIR", tempfile.mkdtemp(prefix="selfcrag-faults-cache-"))
-os.environ.setdefault("SELFCRAG_HOME", tempfile.mkdtemp(prefix="selfcrag-faults-home-"))
-os.environ.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
-os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "1")
-for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY"):
-    os.environ.pop(name, None)
-for name in [n for n in os.environ if n.startswith("SELFCRAG_") and n not in ("SELFCRAG_CACHE_DIR", "SELFCRAG_HOME")]:
-    del os.environ[name]  # the developer's shell must not change what runs
 
 QUESTION = "How many days do I have to return an item?"
 OPERATOR_KEY = "sk-operator-secret-fault-matrix"  # planted in every model and server case; must never be seen

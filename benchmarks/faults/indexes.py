@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from faults.core import Outcome, cases
 
+from faults.core import Outcome, cases
 from selfcrag.components.index_files import CHUNKS, KEYWORDS, LEGACY_KEYWORDS, MANIFEST, VECTORS
 
 SAVER = textwrap.dedent("""
@@ -84,8 +84,13 @@ def _kill_during_saves(outcome: Outcome, after: float) -> None:
         outcome.flags["lost_indexes"], outcome.note = True, f"{type(exc).__name__}: {exc}"[:120]
 
 
-cases("indexes", [f"kill -9 {after}s into repeated saves" for after in KILL_POINTS], _kill_during_saves,
-      KILL_POINTS, fast={0, 1})
+cases(
+    "indexes",
+    [f"kill -9 {after}s into repeated saves" for after in KILL_POINTS],
+    _kill_during_saves,
+    KILL_POINTS,
+    fast={0, 1},
+)
 
 
 def _keywords(directory: Path, change: Callable[[dict[str, np.ndarray]], None], compress: bool = False) -> None:
@@ -111,9 +116,11 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
     "manifest not JSON": lambda d: (d / MANIFEST).write_text("{"),
     "vectors truncated": lambda d: _cut(d / VECTORS, 100),
     "vectors header claims 2 GB": lambda d: (d / VECTORS).write_bytes(
-        (d / VECTORS).read_bytes()[:9] + (2**25).to_bytes(8, "little") + (d / VECTORS).read_bytes()[17:4600]),
+        (d / VECTORS).read_bytes()[:9] + (2**25).to_bytes(8, "little") + (d / VECTORS).read_bytes()[17:4600]
+    ),
     "chunk with a wrong type": lambda d: (d / CHUNKS).write_text(
-        (d / CHUNKS).read_text().replace('"chunk_index": 0', '"chunk_index": "zero"', 1)),
+        (d / CHUNKS).read_text().replace('"chunk_index": 0', '"chunk_index": "zero"', 1)
+    ),
     "chunks truncated": lambda d: _cut(d / CHUNKS, 500),
     "keywords not an archive": lambda d: (d / KEYWORDS).write_text("[1, 2"),
     "keywords archive truncated": lambda d: _cut(d / KEYWORDS, (d / KEYWORDS).stat().st_size // 2),
@@ -124,7 +131,8 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
     "keywords file missing": lambda d: (d / KEYWORDS).unlink(),
     "an older index's bm25.json not JSON": lambda d: _legacy(d, "[1, 2"),
     "an older index's bm25.json row out of range": lambda d: _legacy(
-        d, '{"format": 1, "doc_len": [3], "postings": {"x": [[999999, 1]]}}'),
+        d, '{"format": 1, "doc_len": [3], "postings": {"x": [[999999, 1]]}}'
+    ),
 }
 
 

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from faults.core import QUESTION, Outcome, cases
 from langgraph.types import Command
+
+from faults.core import QUESTION, Outcome, cases
 
 STORES = ("sqlite", "postgres")
 GIFT_CARDS = "Can I return a gift card?"
@@ -86,15 +87,19 @@ def store(kind: str) -> Iterator[str]:
 
 
 def selfcrag(outcome: Outcome, *args: str, env: dict[str, str] | None = None, one_line: bool = True,
-             limit: int | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """The `selfcrag` command; what it prints is seen, and its stderr must end in one line."""
+             limit: int | None = None, memory: int | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The `selfcrag` command; what it prints is seen, and its stderr must end in one line. `limit`: the bytes any
+    file it writes may grow to; `memory`: the bytes of address space it may take."""
 
-    def small_files() -> None:  # Python ignores SIGXFSZ: a write past the limit fails (EFBIG) as on a full disk
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # type: ignore[arg-type]
+    def limits() -> None:
+        if limit:  # Python ignores SIGXFSZ: a write past the limit fails (EFBIG) as on a full disk
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        if memory:  # a runaway process fails instead of the machine
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     proc = subprocess.run([sys.executable, "-m", "selfcrag.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "SELFCRAG_TURN_LEASE": LEASE, **(env or {})},
-                          preexec_fn=small_files if limit else None)  # fmt: skip
+                          timeout=600, env={**os.environ, "SELFCRAG_TURN_LEASE": LEASE, **(env or {})},
+                          preexec_fn=limits if limit or memory else None)  # fmt: skip
     outcome.seen += [proc.stdout, proc.stderr]
     if one_line:
         outcome.one_line.append(proc.stderr)
@@ -153,8 +158,13 @@ def _bad_reply(outcome: Outcome, pair: tuple[str, Any]) -> None:
 
 
 _pairs = [(kind, payload) for kind in STORES for payload in PAYLOADS]
-cases("threads", [f"{kind}: resume with {json.dumps(p)[:40]}" for kind, p in _pairs], _bad_reply, _pairs,
-      fast={0, 4, len(PAYLOADS) + 4})
+cases(
+    "threads",
+    [f"{kind}: resume with {json.dumps(p)[:40]}" for kind, p in _pairs],
+    _bad_reply,
+    _pairs,
+    fast={0, 4, len(PAYLOADS) + 4},
+)
 
 # --- a turn killed in the middle ----------------------------------------------------------------------------------
 
@@ -177,8 +187,13 @@ def _killed_turn(outcome: Outcome, kind: str) -> None:
         outcome.note = f"turn {answer['turn']}: {answer['answer'][:60]!r}"
 
 
-cases("threads", [f"{kind}: kill -9 in the middle of a turn, then ask again" for kind in STORES], _killed_turn,
-      list(STORES), fast={0})
+cases(
+    "threads",
+    [f"{kind}: kill -9 in the middle of a turn, then ask again" for kind in STORES],
+    _killed_turn,
+    list(STORES),
+    fast={0},
+)
 
 # --- a review whose claimant dies ---------------------------------------------------------------------------------
 
@@ -199,8 +214,7 @@ def _dead_claim(outcome: Outcome, kind: str) -> None:
         outcome.note = f"listed again {listed}, approved {approved}, next turn {next_turn}"
 
 
-cases("threads", [f"{kind}: kill -9 during review approve" for kind in STORES], _dead_claim, list(STORES),
-      fast={0})
+cases("threads", [f"{kind}: kill -9 during review approve" for kind in STORES], _dead_claim, list(STORES), fast={0})
 
 # --- concurrent turns ---------------------------------------------------------------------------------------------
 
@@ -228,8 +242,13 @@ def _concurrent(outcome: Outcome, pair: tuple[str, int]) -> None:
 
 
 _concurrency = [("sqlite", 3), ("sqlite", 10), ("postgres", 10)]
-cases("threads", [f"{kind}: {n} concurrent turns on one thread" for kind, n in _concurrency], _concurrent,
-      _concurrency, fast={0})
+cases(
+    "threads",
+    [f"{kind}: {n} concurrent turns on one thread" for kind, n in _concurrency],
+    _concurrent,
+    _concurrency,
+    fast={0},
+)
 
 # --- the store's database failing under a run ---------------------------------------------------------------------
 
@@ -286,6 +305,10 @@ def _postgres_stops(outcome: Outcome, url: str) -> subprocess.CompletedProcess[s
     return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
-cases("threads", ["sqlite: the disk fills during a turn", "postgres: the server stops during a turn"],
-      _database_fails, list(STORES), fast={0})
-
+cases(
+    "threads",
+    ["sqlite: the disk fills during a turn", "postgres: the server stops during a turn"],
+    _database_fails,
+    list(STORES),
+    fast={0},
+)
