@@ -172,12 +172,8 @@ def _hostile_file(outcome: Outcome, name: str) -> None:
     for name_ in ("big.txt", "bomb.docx"):
         (kb / name_).unlink(missing_ok=True)  # do not keep hundreds of megabytes in /tmp
     named = any(OFFENDER[name] in line for line in proc.stderr.splitlines())
-    outcome.flags["unbounded"] = (
-        proc.returncode < 0
-        or "MemoryError" in proc.stderr
-        or (name.startswith("a 1") or name.startswith("a 2"))
-        and not named
-    )
+    too_big = OFFENDER[name] in ("big.txt", "bomb.docx")
+    outcome.flags["unbounded"] = proc.returncode < 0 or "MemoryError" in proc.stderr or (too_big and not named)
     outcome.flags["trespasses"] = "root:x:0" in chunks
     outcome.flags["crashes"] = proc.returncode != 0 or "returns.md" not in chunks or not named
     outcome.note = f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or [proc.stdout.strip()])[0][:100]

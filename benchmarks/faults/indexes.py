@@ -89,7 +89,7 @@ cases(
     [f"kill -9 {after}s into repeated saves" for after in KILL_POINTS],
     _kill_during_saves,
     KILL_POINTS,
-    fast={0, 1},
+    fast={0, 9},
 )
 
 
