@@ -39,8 +39,11 @@ def commit() -> dict[str, object]:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
+    import selfcrag
+
     return {"commit": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}  # fmt: skip
+            "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "selfcrag_from": str(Path(selfcrag.__file__).parent)}  # fmt: skip
 
 
 def table(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:

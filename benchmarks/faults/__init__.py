@@ -1,17 +1,18 @@
 """The fault matrix's cases, one module per door (see benchmarks/fault_matrix.py).
 
-Importing the package prepares the process before any case module imports selfcrag or the test servers: the
-local test servers live with the tests, and the developer's shell must not change what runs."""
+Importing the package prepares the process before any case module imports selfcrag or the test servers, so that
+the developer's shell does not change what runs."""
 
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-for _place in (_ROOT / "tests", _ROOT / "src"):
-    if str(_place) not in sys.path:
-        sys.path.insert(0, str(_place))
+# The local test servers live with the tests; selfcrag itself is whichever the interpreter finds (the install, or
+# PYTHONPATH), as for every other command.
+_TESTS = str(Path(__file__).resolve().parents[2] / "tests")
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
 os.environ.setdefault("SELFCRAG_CACHE_DIR", tempfile.mkdtemp(prefix="selfcrag-faults-cache-"))
 os.environ.setdefault("SELFCRAG_HOME", tempfile.mkdtemp(prefix="selfcrag-faults-home-"))
