@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ COLUMNS = ("crashes", "tracebacks", "past_deadline", "budget_overruns", "count_m
            "instructions_obeyed")  # fmt: skip
 MEANING = {
     "crashes": "an exception other than the one-line errors bad input deserves, or no result where one was due",
-    "tracebacks": "a traceback, or a line that is not selfcrag's, where one line was due",
+    "tracebacks": "a traceback or an exception line where one line was due (ingest: any line not selfcrag's own)",
     "past_deadline": "a run longer than its run_timeout plus slack",
     "budget_overruns": "more model requests than the run's cap",
     "count_mismatches": "llm_calls differs from the requests the model server received",
@@ -48,7 +49,8 @@ class Outcome:
     flags: dict[str, bool] = field(default_factory=dict)
     note: str = ""
     seen: list[str] = field(default_factory=list)  # every text the case produced: scanned for the key, then dropped
-    one_line: list[str] = field(default_factory=list)  # stderr of commands that must end in one selfcrag line
+    # (stderr, strict) of commands that must not print a traceback (strict: nor any line but selfcrag's own)
+    one_line: list[tuple[str, bool]] = field(default_factory=list)
 
     def failed(self) -> list[str]:
         return [name for name in COLUMNS if self.flags.get(name)]
@@ -122,16 +124,22 @@ def run_case(entry: Case) -> Outcome:
     outcome.seconds = time.monotonic() - started
     text = "\n".join(outcome.seen)
     outcome.flags["leaked_keys"] = outcome.flags.get("leaked_keys", False) or OPERATOR_KEY in text
-    for stderr in outcome.one_line:
-        outcome.flags["tracebacks"] = outcome.flags.get("tracebacks", False) or not ends_in_one_line(stderr)
+    for stderr, strict in outcome.one_line:
+        outcome.flags["tracebacks"] = outcome.flags.get("tracebacks", False) or not ends_in_one_line(stderr, strict)
     outcome.seen = []
     return outcome
 
 
-def ends_in_one_line(stderr: str) -> bool:
-    """A command's stderr with no traceback and only selfcrag's own lines (warnings, the final error)."""
+TRACEBACK_LINE = re.compile(r'^Traceback \(most recent call last\)|^\s+File "|^[\w.]+(Error|Exception)(: |$)')
+
+
+def ends_in_one_line(stderr: str, strict: bool = False) -> bool:
+    """A command's stderr without a traceback or an exception's own line. `strict`: only selfcrag's own lines
+    (`selfcrag: ...`), nothing a library printed (pypdf's "EOF marker not found")."""
     lines = [line for line in stderr.splitlines() if line.strip()]
-    return "Traceback" not in stderr and all(line.startswith(("selfcrag: ", "run not recorded")) for line in lines)
+    if strict:
+        return all(line.startswith("selfcrag: ") for line in lines)
+    return not any(TRACEBACK_LINE.search(line) for line in lines)
 
 
 def timed(call: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:

@@ -78,7 +78,7 @@ def _in_a_document(outcome: Outcome, name: str) -> None:
     # The planted document alone: nothing else answers the question, so only the filter stands between the
     # planted sentence and the answer (the honest outcome is an abstention).
     planted_file(work / "kb", kind, text)
-    ingest = selfcrag(outcome, "ingest", str(work / "kb"), "--index", str(work / "index"))
+    ingest = selfcrag(outcome, "ingest", str(work / "kb"), "--index", str(work / "index"), strict=True)
     ask = selfcrag(outcome, "ask", PLANTED["question"], "--index", str(work / "index"), "--json")
     if ingest.returncode or ask.returncode:
         outcome.flags["crashes"], outcome.note = True, (ingest.stderr + ask.stderr).strip()[-120:]
@@ -167,7 +167,7 @@ def _hostile_file(outcome: Outcome, name: str) -> None:
     kb.mkdir()
     (kb / "returns.md").write_text("# Returns\n\nMost items can be returned within 30 days of delivery.\n")
     HOSTILE_FILES[name](kb)
-    proc = selfcrag(outcome, "ingest", str(kb), "--index", str(work / "index"), memory=MEMORY_LIMIT)
+    proc = selfcrag(outcome, "ingest", str(kb), "--index", str(work / "index"), memory=MEMORY_LIMIT, strict=True)
     chunks = (work / "index" / "chunks.jsonl").read_text() if (work / "index" / "chunks.jsonl").exists() else ""
     for name_ in ("big.txt", "bomb.docx"):
         (kb / name_).unlink(missing_ok=True)  # do not keep hundreds of megabytes in /tmp

@@ -87,7 +87,8 @@ def store(kind: str) -> Iterator[str]:
 
 
 def selfcrag(outcome: Outcome, *args: str, env: dict[str, str] | None = None, one_line: bool = True,
-             limit: int | None = None, memory: int | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+             limit: int | None = None, memory: int | None = None, strict: bool = False,
+             ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """The `selfcrag` command; what it prints is seen, and its stderr must end in one line. `limit`: the bytes any
     file it writes may grow to; `memory`: the bytes of address space it may take."""
 
@@ -102,7 +103,7 @@ def selfcrag(outcome: Outcome, *args: str, env: dict[str, str] | None = None, on
                           preexec_fn=limits if limit or memory else None)  # fmt: skip
     outcome.seen += [proc.stdout, proc.stderr]
     if one_line:
-        outcome.one_line.append(proc.stderr)
+        outcome.one_line.append((proc.stderr, strict))
     return proc
 
 
@@ -232,7 +233,7 @@ def _concurrent(outcome: Outcome, pair: tuple[str, int]) -> None:
         done = [(q, *p.communicate(timeout=600), p.returncode) for q, p in zip(questions, running, strict=True)]
         for _, out, err, _ in done:
             outcome.seen += [out, err]
-            outcome.one_line.append(err)
+            outcome.one_line.append((err, False))
         answered = {q: json.loads(out)["turn"] for q, out, _, rc in done if rc == 0}
         asked = [text for kind_, text in history(url, T) if kind_ == "human"]
         lost = [q for q in answered if asked.count(q) != 1]
@@ -301,7 +302,7 @@ def _postgres_stops(outcome: Outcome, url: str) -> subprocess.CompletedProcess[s
     out, err = process.communicate(timeout=300)
     start(url)
     outcome.seen += [out, err]
-    outcome.one_line.append(err)
+    outcome.one_line.append((err, False))
     return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
