@@ -63,9 +63,11 @@ def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--fast", action="store_true", help="only the subset .ci/run runs")
     cli.add_argument("--group", action="append", default=[], help="only this group (repeatable)")
+    cli.add_argument("--case", default="", help="only cases whose name contains this text")
     cli.add_argument("--out", type=Path, help="default benchmarks/results/fault_matrix[_fast].json")
     args = cli.parse_args()
-    chosen = [c for c in CASES if (c.fast or not args.fast) and (not args.group or c.group in args.group)]
+    chosen = [c for c in CASES if (c.fast or not args.fast) and (not args.group or c.group in args.group)
+              and args.case in c.name]  # fmt: skip
     started = time.time()
     outcomes: list[Outcome] = []
     for entry in chosen:
