@@ -68,7 +68,7 @@ def main() -> int:
     args = cli.parse_args()
     chosen = [c for c in CASES if (c.fast or not args.fast) and (not args.group or c.group in args.group)
               and args.case in c.name]  # fmt: skip
-    started = time.time()
+    started, measured = time.time(), commit()  # the code as it was when the run began
     outcomes: list[Outcome] = []
     for entry in chosen:
         outcome = run_case(entry)
