@@ -84,7 +84,7 @@ def main() -> int:
     out = args.out or ROOT / "benchmarks" / "results" / f"fault_matrix{'_fast' if args.fast else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
-        **commit(),
+        **measured,
         "command": " ".join(["benchmarks/fault_matrix.py", *sys.argv[1:]]),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),

@@ -142,14 +142,14 @@ def cut_pdf(path: Path) -> None:
 
 
 HOSTILE_FILES = {
-    "a 100 MB text file of one line": lambda kb: (kb / "big.txt").write_text("refund " * 15_000_000),
+    "a 50 MB text file of one line": lambda kb: (kb / "big.txt").write_text("refund " * 7_500_000),
     "a 2 MB .docx that inflates to 2 GB": lambda kb: zip_bomb_docx(kb / "bomb.docx"),
     "a symlink to /etc/passwd": lambda kb: (kb / "passwd.txt").symlink_to("/etc/passwd"),
     "a symlink loop": lambda kb: ((kb / "loop").mkdir(), (kb / "loop" / "again").symlink_to(kb / "loop")),
     "a PDF cut in half": lambda kb: cut_pdf(kb / "cut.pdf"),
 }
 OFFENDER = {
-    "a 100 MB text file of one line": "big.txt",
+    "a 50 MB text file of one line": "big.txt",
     "a 2 MB .docx that inflates to 2 GB": "bomb.docx",
     "a symlink to /etc/passwd": "passwd.txt",
     "a symlink loop": "loop",
