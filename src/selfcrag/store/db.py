@@ -176,4 +176,4 @@ def failure_line(exc: BaseException) -> str:
     over several lines, with hints meant for a DBA)."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return (f"the store's database ({describe(database_url())}) failed: {first} ({type(exc).__name__}); "
-            "steps saved before the fault are kept, so the thread can be asked on again once the database is back")
+            "what was saved before the fault is kept: run the command again once the database is back")
