@@ -4,11 +4,14 @@ sharing the store's connection pool. Threads and paused reviews live there, so t
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreError, database
 from selfcrag.store.home import describe, sqlite_path
+
+MIGRATION_POLL_SECONDS = 0.1  # how often a process asks whether another has finished setting up the tables
 
 
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
@@ -44,9 +47,12 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
         raise StoreError(NEEDS_EXTRA) from None
     saver = PostgresSaver(db.pool)
     # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index
-    # CONCURRENTLY waits for every open transaction, this one included.
+    # CONCURRENTLY waits for every open transaction, this one included. Taken by polling, not by waiting in
+    # pg_advisory_lock: a process waiting there is a transaction that statement would wait for, while it waits for
+    # the lock the migrating process holds — five first commands on a fresh database hung for good that way.
     with db.pool.connection() as conn:
-        conn.execute("SELECT pg_advisory_lock(7261002)")
+        while not conn.execute("SELECT pg_try_advisory_lock(7261002) AS taken").fetchone()["taken"]:
+            time.sleep(MIGRATION_POLL_SECONDS)
         try:
             saver.setup()
         finally:
