@@ -137,7 +137,7 @@ def _asker_approves(outcome: Outcome) -> None:
     outcome.note = f"approved by bob {by_bob}, by alice {by_alice}"
 
 
-@case("server", "a reviewer approves with a draft written into the command")
+@case("server", "a reviewer approves with a draft written into the command", fast=True)
 def _forged_draft(outcome: Outcome) -> None:
     server = Server.get()
     thread, _ = server.held_thread(outcome)
@@ -224,7 +224,7 @@ def _asker_forges(outcome: Outcome) -> None:
     _forge_counters(outcome, "alice")
 
 
-@case("server", "the operator writes the run's counters into a thread")
+@case("server", "the operator writes the run's counters into a thread", fast=True)
 def _operator_forges(outcome: Outcome) -> None:
     _forge_counters(outcome, "olga")
 
