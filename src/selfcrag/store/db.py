@@ -14,6 +14,9 @@ from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
 POOL_SIZE = 8
+# How long a statement waits for a connection from the pool. Each statement holds one for milliseconds, so a longer
+# wait means the server is gone: a run whose PostgreSQL stopped failed after 30 s per statement (minutes) before.
+POOL_WAIT_SECONDS = 10.0
 NEEDS_EXTRA = "a PostgreSQL database needs the postgres extra: pip install 'selfcrag[postgres]'"
 
 SCHEMA = (
@@ -76,7 +79,7 @@ class Database:
             except Exception as exc:
                 raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
             # The keyword arguments LangGraph's PostgresSaver requires of its connections, so it can share the pool.
-            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False,
+            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
                                        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
             try:
                 self.pool.open(wait=True, timeout=15)
