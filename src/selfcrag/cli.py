@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -324,9 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     _load_env_file()
-    # A PostgreSQL server that stops makes psycopg's pool log every reconnection attempt and every lost connection
-    # (dozens of lines, some of two); the command reports the fault once, in its error line.
-    logging.getLogger("psycopg").setLevel(logging.CRITICAL)
+    import logging
+
+    # Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
+    # reconnection attempt to a stopped PostgreSQL (dozens of lines). The command reports each fault once, itself.
+    for chatty in ("pypdf", "psycopg"):
+        logging.getLogger(chatty).setLevel(logging.CRITICAL)
     from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
     from selfcrag.store.db import database_errors, failure_line

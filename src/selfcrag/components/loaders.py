@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import logging
 import re
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -138,28 +135,13 @@ def _langchain_loader(loader: object) -> str:
 
 
 def _pdf(path: Path) -> list[Part]:
-    with warnings.catch_warnings(), _quiet("pypdf"):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.document_loaders import PyPDFLoader
 
         (document,) = PyPDFLoader(str(path), mode="single").load()
     title = document.metadata.get("title")
     return [Part(document.page_content, title.strip() if isinstance(title, str) and title.strip() else None)]
-
-
-@contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """A reader's own log lines ("EOF marker not found") would reach the terminal between selfcrag's, through
-    Python's last-resort handler: a damaged file is reported once, by the skip line or the error."""
-    log = logging.getLogger(logger)
-    propagate, log.propagate = log.propagate, False
-    silence = logging.NullHandler()
-    log.addHandler(silence)
-    try:
-        yield
-    finally:
-        log.removeHandler(silence)
-        log.propagate = propagate
 
 
 def _docx(path: Path) -> list[Part]:

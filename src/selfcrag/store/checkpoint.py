@@ -11,8 +11,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreError, database
 from selfcrag.store.home import describe, sqlite_path
 
-MIGRATION_POLL_SECONDS = 0.1  # how often a process asks whether another has finished setting up the tables
-
 
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
     """The checkpointer for `url` (default: the configured database), one per process and database."""
@@ -47,12 +45,13 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
         raise StoreError(NEEDS_EXTRA) from None
     saver = PostgresSaver(db.pool)
     # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index
-    # CONCURRENTLY waits for every open transaction, this one included. Taken by polling, not by waiting in
-    # pg_advisory_lock: a process waiting there is a transaction that statement would wait for, while it waits for
-    # the lock the migrating process holds — five first commands on a fresh database hung for good that way.
+    # CONCURRENTLY waits for every open transaction, this one included. And taken by polling, not by waiting in
+    # pg_advisory_lock: a process waiting there is in a statement CREATE INDEX CONCURRENTLY also waits for, while
+    # the holder waits for that index — a deadlock PostgreSQL cannot see (processes started together on a new
+    # database hung for good).
     with db.pool.connection() as conn:
         while not conn.execute("SELECT pg_try_advisory_lock(7261002) AS taken").fetchone()["taken"]:
-            time.sleep(MIGRATION_POLL_SECONDS)
+            time.sleep(0.1)
         try:
             saver.setup()
         finally:
