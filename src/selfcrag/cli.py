@@ -316,6 +316,15 @@ def _load_env_file() -> None:
         load_dotenv(".env", override=False)
 
 
+def quiet_libraries() -> None:
+    """Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
+    reconnection attempt to a stopped PostgreSQL (dozens of lines). A command reports each fault once, itself."""
+    import logging
+
+    for chatty in ("pypdf", "psycopg"):
+        logging.getLogger(chatty).setLevel(logging.CRITICAL)
+
+
 def main(argv: list[str] | None = None) -> int:
     from selfcrag.components.sanitize import decode_argv
 
@@ -323,16 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     _load_env_file()
-    import logging
-
-    # Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
-    # reconnection attempt to a stopped PostgreSQL (dozens of lines). The command reports each fault once, itself.
-    for chatty in ("pypdf", "psycopg"):
-        logging.getLogger(chatty).setLevel(logging.CRITICAL)
     from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
     from selfcrag.store.db import database_errors, failure_line
 
+    quiet_libraries()
     try:
         return int(args.run(args))
     except BrokenPipeError:  # `selfcrag ask ... | head -1`: the reader left, nothing to report
