@@ -23,6 +23,15 @@ class CliError(Exception):
     """A user-facing error: printed as one line."""
 
 
+def quiet_libraries() -> None:
+    """Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
+    reconnection attempt to a stopped PostgreSQL (dozens of lines). A command reports each fault once, itself."""
+    import logging
+
+    for chatty in ("pypdf", "psycopg"):
+        logging.getLogger(chatty).setLevel(logging.CRITICAL)
+
+
 def _version() -> str:
     from selfcrag import __version__
 
@@ -314,15 +323,6 @@ def _load_env_file() -> None:
         from dotenv import load_dotenv
 
         load_dotenv(".env", override=False)
-
-
-def quiet_libraries() -> None:
-    """Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
-    reconnection attempt to a stopped PostgreSQL (dozens of lines). A command reports each fault once, itself."""
-    import logging
-
-    for chatty in ("pypdf", "psycopg"):
-        logging.getLogger(chatty).setLevel(logging.CRITICAL)
 
 
 def main(argv: list[str] | None = None) -> int:
