@@ -25,6 +25,15 @@ class CliError(Exception):
     """A user-facing error: printed as one line."""
 
 
+def quiet_libraries() -> None:
+    """Libraries log what they recover from: pypdf a damaged PDF's "EOF marker not found", psycopg's pool every
+    reconnection attempt to a stopped PostgreSQL (dozens of lines). A command reports each fault once, itself."""
+    import logging
+
+    for chatty in ("pypdf", "psycopg"):
+        logging.getLogger(chatty).setLevel(logging.CRITICAL)
+
+
 def _version() -> str:
     from selfcrag import __version__
 
@@ -340,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminated)
     from selfcrag.components.base import EmbeddingModelError
     from selfcrag.components.documents import IngestError
+    from selfcrag.store.db import database_errors, failure_line
 
+    quiet_libraries()
     try:
         return int(args.run(args))
     except BrokenPipeError:  # `selfcrag ask ... | head -1`: the reader left, nothing to report
@@ -351,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except (IngestError, EmbeddingModelError, ValueError, OSError) as exc:
         print(f"selfcrag: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except database_errors() as exc:  # a disk that filled or a PostgreSQL server that stopped mid-run
+        print(f"selfcrag: error: {failure_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

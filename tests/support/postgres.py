@@ -51,3 +51,29 @@ def postgres_server() -> Iterator[str]:
             subprocess.run(_as_owner([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
                            capture_output=True, timeout=60)  # fmt: skip
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _pg_ctl(root: Path, port: int, action: str) -> None:
+    """`pg_ctl stop|start` on a cluster from `postgres_server`, with the options it was first started with."""
+    options = f"-p {port} -c listen_addresses='' -c unix_socket_directories={root} -c fsync=off"
+    subprocess.run(_as_owner([str(BIN / "pg_ctl"), "-D", str(root / "data"), "-o", options, "-m", "immediate",
+                              "-l", str(root / "log"), "-w", "-t", "60", action]),
+                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def _cluster(url: str) -> tuple[Path, int]:
+    """The cluster directory and port of a URL from `postgres_server`."""
+    from urllib.parse import parse_qs, urlsplit
+
+    query = parse_qs(urlsplit(url).query)
+    return Path(query["host"][0]), int(query["port"][0])
+
+
+def stop(url: str) -> None:
+    """Stop the server of `url` as a crash or an operator would (`-m immediate`: connections cut at once)."""
+    _pg_ctl(*_cluster(url), "stop")
+
+
+def start(url: str) -> None:
+    """Start the server of `url` again on its data, socket and port."""
+    _pg_ctl(*_cluster(url), "start")

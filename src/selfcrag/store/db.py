@@ -14,6 +14,9 @@ from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
 POOL_SIZE = 8
+# How long a statement waits for a connection from the pool. Each statement holds one for milliseconds, so a longer
+# wait means the server is gone: a run whose PostgreSQL stopped failed after 30 s per statement (minutes) before.
+POOL_WAIT_SECONDS = 10.0
 NEEDS_EXTRA = "a PostgreSQL database needs the postgres extra: pip install 'selfcrag[postgres]'"
 
 SCHEMA = (
@@ -84,7 +87,7 @@ class Database:
             except Exception as exc:
                 raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
             # The keyword arguments LangGraph's PostgresSaver requires of its connections, so it can share the pool.
-            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False,
+            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
                                        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
             try:
                 self.pool.open(wait=True, timeout=15)
@@ -165,3 +168,23 @@ def close_all() -> None:
         for db in _open.values():
             db.close()
         _open.clear()
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """What a database that fails in the middle of a run raises: sqlite3's errors (a full disk, a file it cannot
+    write) and psycopg's (a PostgreSQL server that stopped). Neither is an OSError, so the CLI names them here to
+    report them in one line."""
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    try:
+        import psycopg
+    except ImportError:  # without the postgres extra nothing can raise its errors
+        return errors
+    return (*errors, psycopg.Error)
+
+
+def failure_line(exc: BaseException) -> str:
+    """One line for a database fault met mid-run: which database and its own first line (a psycopg message runs on
+    over several lines, with hints meant for a DBA)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return (f"the store's database ({describe(database_url())}) failed: {first} ({type(exc).__name__}); "
+            "what was saved before the fault is kept: run the command again once the database is back")
