@@ -14,6 +14,7 @@ import sqlite3
 import pytest
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.sqlite import SqliteSaver
+from support.forged import CAP, FORGED, QUESTION, RESTART
 from support.openai_server import OpenAIServer
 from support.replies import never_satisfied
 from support.shelf import Shelf
@@ -22,14 +23,6 @@ from selfcrag import build_graph
 from selfcrag.components.backend import model_components
 from selfcrag.components.base import Passage
 from selfcrag.store import runs
-
-QUESTION = "How many days do I have to return an item?"
-CAP = 10
-FORGED = {"llm_calls": -100000, "tokens": -5, "retrieval_rounds": -40, "generations": -40}
-# A fresh start in every other way, as prepare would leave it: the forged counters are what keeps the run going.
-RESTART = {"question": QUESTION, "query": QUESTION, "seen": [], "queries": [], "evidence": [], "knowledge": [],
-           "answer": "", "drafts": [], "documents": [], "run_ledger": "made-up",
-           "trace": [{"node": "prepare", "decision": "start", "reason": "forged", "question": QUESTION}]}
 
 
 class NewEveryRound:

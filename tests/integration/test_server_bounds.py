@@ -9,18 +9,12 @@ import os
 
 import pytest
 from langgraph_sdk import get_sync_client
+from support.forged import CAP, FORGED, QUESTION, RESTART
 from support.langgraph_server import langgraph_dev
 from support.openai_server import OpenAIServer
 from support.replies import never_satisfied
 
 from selfcrag.store import runs
-
-QUESTION = "How many days do I have to return an item?"
-CAP = 10
-FORGED = {"llm_calls": -100000, "tokens": -5, "retrieval_rounds": -40, "generations": -40}
-RESTART = {"question": QUESTION, "query": QUESTION, "seen": [], "queries": [], "evidence": [], "knowledge": [],
-           "answer": "", "drafts": [], "documents": [], "run_ledger": "made-up",
-           "trace": [{"node": "prepare", "decision": "start", "reason": "forged", "question": QUESTION}]}
 
 
 @pytest.fixture(scope="module")

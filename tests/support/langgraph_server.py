@@ -27,18 +27,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 90) -> None:
+def wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 90, *, path: str = "/ok",
+                     name: str = "langgraph dev") -> None:
+    """Ready when `url + path` answers 200; a server process that exits first fails the test with its log."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"langgraph dev exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            pytest.fail(f"{name} exited with {process.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.3)
-    pytest.fail(f"langgraph dev was not ready after {timeout}s:\n{log.read_text()[-3000:]}")
+    pytest.fail(f"{name} was not ready after {timeout}s:\n{log.read_text()[-3000:]}")
 
 
 @contextmanager

@@ -12,15 +12,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
-from support.langgraph_server import free_port
+from support.langgraph_server import free_port, wait_until_ready
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -46,7 +44,8 @@ def local_llm(threads: int = 2, context: int = 8192) -> Iterator[str]:
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait_until_ready(f"http://127.0.0.1:{port}", process, log)
+        # Ready when /health answers (the model is loaded); the first start also joins and hashes the model.
+        wait_until_ready(f"http://127.0.0.1:{port}", process, log, 180, path="/health", name="the local model server")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -55,18 +54,3 @@ def local_llm(threads: int = 2, context: int = 8192) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-
-
-def _wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 180) -> None:
-    """Ready when /health answers 200 (the model is loaded); the first start also joins and hashes the model."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"the local model server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"the local model server was not ready after {timeout}s:\n{log.read_text()[-3000:]}")
