@@ -41,6 +41,7 @@ _JSON_ROLE = re.compile(r"""["']role["']\s*:\s*["']([a-z]+)["']""")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 _HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){12,}\b")
 _CJK_CHAR = re.compile(f"[{CJK}]")
+_PIECES = re.compile(r"(?<=[.!?。！？])\s+")  # where a sentence could have ended, whatever case follows
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,13 @@ def words() -> Words:
 
 
 def addressed(sentence: str) -> str:
-    """Which signal says the sentence addresses the assistant ("" when none does)."""
+    """Which signal says the sentence addresses the assistant ("" when none does). Each clause that ends in a full
+    stop is judged on its own too: the sentence splitter starts a sentence only at a capital letter, so a line
+    "system: ..." in lower case after another sentence reaches here glued to it, its label no longer first."""
     for view in views(sentence):
-        if found := _judge(view):
-            return found
+        for piece in (view, *_PIECES.split(view)[1:]):
+            if found := _judge(piece):
+                return found
     return _encoded(sentence)
 
 

@@ -107,7 +107,9 @@ def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
         try:
             database().execute(FREE, (thread_id, holder))
         except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
-            LOG.warning("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
+            # Info, not a warning: the command's own line reports the database fault once; the next turn that
+            # finds the lease says how long it waits.
+            LOG.info("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
 
 
 def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> None:
@@ -118,7 +120,7 @@ def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> 
                             "take the thread", thread_id, lease)  # fmt: skip
                 return
         except Exception as exc:  # noqa: BLE001 - a database blip: try again at the next beat, within the lease
-            LOG.warning("thread %s: lease not renewed: %s", thread_id, exc)
+            LOG.info("thread %s: lease not renewed: %s", thread_id, exc)  # a lost lease is the warning above
 
 
 def resumed(thread_id: str) -> str:

@@ -144,8 +144,8 @@ def _close_quietly(graph: Any, thread_id: str, why: str) -> None:
     try:
         close(graph, thread_id, why)
     except Exception as exc:  # noqa: BLE001 - the turn's own error is what the caller reports; the next turn retries
-        LOG.warning("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
-                    _first_line(exc))  # fmt: skip
+        LOG.info("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
+                 _first_line(exc))  # fmt: skip
 
 
 def ask_in_thread(question: str, thread_id: str | None = None, context: Any = None, compiled_graph: Any = None,
