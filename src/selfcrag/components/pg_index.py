@@ -305,7 +305,7 @@ class PgIndex:
                 wanted = [k for k, t in keys.items() if t not in found]
                 for hashed, vector in conn.execute(f"SELECT {column}, embedding FROM {table} "
                                                    f"WHERE {column} = ANY(%s)", (wanted,)):
-                    found.setdefault(keys[bytes(hashed)], np.asarray(vector, dtype=np.float32))
+                    found.setdefault(keys[bytes(hashed)], np.asarray(vector.to_numpy(), dtype=np.float32))
         return found
 
     def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
@@ -331,7 +331,7 @@ class StoredTextVectors:
         with self.index.snapshot() as conn:
             rows = conn.execute("SELECT key, embedding FROM selfcrag_kb_text_vectors WHERE key = ANY(%s)",
                                 (list(keys),)).fetchall()
-        return {keys[bytes(hashed)]: np.asarray(vector, dtype=np.float32) for hashed, vector in rows}
+        return {keys[bytes(hashed)]: np.asarray(vector.to_numpy(), dtype=np.float32) for hashed, vector in rows}
 
 
 _opened: dict[tuple[str, str], PgIndex] = {}
