@@ -165,8 +165,8 @@ _pools_lock = threading.Lock()
 
 
 def pool(url: str) -> Any:
-    """The process's bounded pool for `url`: connections are checked when taken, so one the server dropped is
-    replaced and the run after an outage works."""
+    """The process's bounded pool for `url` (PgIndex.snapshot replaces connections the server dropped, so the run
+    after an outage works)."""
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
@@ -174,7 +174,7 @@ def pool(url: str) -> Any:
         if url not in _pools:
             _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
                                          kwargs={"autocommit": True, "connect_timeout": CONNECT_SECONDS},
-                                         configure=register_vector, check=ConnectionPool.check_connection)
+                                         configure=register_vector)
         return _pools[url]
 
 
@@ -217,10 +217,23 @@ class PgIndex:
         import psycopg
         from psycopg_pool import PoolTimeout
 
+        opened = pool(self.url)
         try:
-            with pool(self.url).connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield conn
+            for attempt in range(2):
+                with opened.connection() as conn:
+                    try:
+                        conn.execute("SELECT 1")
+                    except psycopg.OperationalError:
+                        if attempt:
+                            raise
+                        # The server dropped the pool's connections (a restart, a failover): replace them all at
+                        # once, rather than meeting them one run at a time.
+                        opened.check()
+                        continue
+                    with conn.transaction():
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        yield conn
+                    return
         except (psycopg.Error, PoolTimeout) as exc:
             raise unreachable(self.url, exc) from None
 
@@ -255,10 +268,11 @@ class PgIndex:
             if qvec is not None:
                 exact = settings.vector_index == "flat" or (
                     settings.vector_index == "auto" and size < settings.exact_search_below)
-                if not exact:
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_SEARCH_DEPTH}")
+                if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
                 found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
                                                          {"q": qvec, "n": depth}).fetchall()]
+                conn.execute("SET LOCAL enable_seqscan = on")
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
