@@ -72,7 +72,7 @@ def schema(dim: int) -> list[str]:
         # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
             term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
-            tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk))""",
+            tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
         "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
