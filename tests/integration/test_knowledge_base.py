@@ -73,6 +73,19 @@ def test_ingest_and_retrieve_english_identifiers_and_chinese(kb_location: str, t
     assert gated == []  # nothing about terns: the gate drops every candidate
 
 
+def test_as_retriever_honours_k_from_the_constructor_and_from_invoke(kb_location: str, tmp_path: Path) -> None:
+    docs = folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY, "errors.md": ERRORS,
+                                      "bridges.md": BRIDGES})
+    ingest(docs, kb_location)
+    retriever = load_index(kb_location).as_retriever(k=1)
+    query = "Quellport harbour tides bridges ferry"
+    assert len(retriever.invoke(query)) == 1
+    three = retriever.invoke(query, k=3)
+    assert len(three) == 3 and three[0].id == retriever.invoke(query)[0].id
+    with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
+        retriever.invoke(query, k=0)
+
+
 def test_both_backends_return_the_same_passages_and_scores(pgvector_url: str, tmp_path: Path) -> None:
     docs = folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY, "errors.md": ERRORS,
                                       "bridges.md": BRIDGES, "refunds_zh.md": REFUNDS_ZH})

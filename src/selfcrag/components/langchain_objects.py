@@ -44,10 +44,18 @@ class IndexRetriever(BaseRetriever):
             raise ValueError(f"k must be a positive integer, got {k!r}")
         return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do."""
+        settings = self.settings
+        if "k" in kwargs:
+            k = kwargs["k"]
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"k must be a positive integer, got {k!r}")
+            settings = settings.model_copy(update={"k": k})
         fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
         return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
-                for p in self.index.retrieve(query, self.settings)]
+                for p in self.index.retrieve(query, settings)]
 
 
 class LocalEmbeddings(Embeddings):
