@@ -149,6 +149,21 @@ def test_the_graph_and_the_cli_answer_from_the_location(kb_location: str, tmp_pa
     assert "7.5" in result["answer"] and result["citations"][0]["doc_id"] == "tides"
 
 
+def test_the_indexer_graph_adds_documents_that_the_question_graph_then_finds(kb_location: str,
+                                                                              tmp_path: Path) -> None:
+    from selfcrag.indexer import build_indexer
+
+    kb_location = kb_location.replace("postgres@", "postgres:secret@")  # the test server trusts any password
+    ingest(folder(tmp_path / "docs", {"tides.md": TIDES}), kb_location)
+    indexer = build_indexer(settings={"index_dir": kb_location, "allow_ingest": True})
+    out = indexer.invoke({"documents": [{"id": "ferry", "title": "Ferry", "text": FERRY.split("\n\n")[1]}]})
+    assert (out["added"], out["kept"], out["chunks"]) == (1, 1, 2)
+    assert "secret" not in out["index_dir"]  # a URL is shown without its password
+    result = ask("How often does the ferry to Ostholm leave?",
+                 compiled_graph=build_graph(settings=Context(index_dir=kb_location)))
+    assert result["citations"][0]["doc_id"] == "ferry"
+
+
 def test_a_missing_knowledge_base_or_other_embeddings_fail_in_one_line(kb_location: str, tmp_path: Path) -> None:
     with pytest.raises(IngestError, match=r"^no (index|knowledge base) at .*; build one with `selfcrag ingest"):
         load_index(kb_location)
