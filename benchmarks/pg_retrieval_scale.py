@@ -131,13 +131,12 @@ def run(size: int, queries: int, url: str) -> dict:
 
     def vector(i: int, sql: str = pg_index._VECTOR_HNSW) -> list[int]:
         with index.snapshot() as c:
-            c.execute(f"SET LOCAL hnsw.ef_search = {vector_index.HNSW_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+            c.execute(f"SET LOCAL hnsw.ef_search = {pg_index.PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
             return [r for (r,) in c.execute(sql, {"q": near[i], "n": depth}).fetchall()]
 
-    def keyword(i: int) -> None:
+    def keyword(i: int) -> None:  # what retrieve asks: the pruned top (pg_index.keyword_top)
         with index.snapshot() as c:
-            terms = list(dict.fromkeys(keyword_tokens(asked[i])))
-            c.execute(pg_index._KEYWORD_TOP, {"terms": terms, "n": depth}).fetchall()
+            pg_index.keyword_top(c, list(dict.fromkeys(keyword_tokens(asked[i]))), depth)
 
     rows = range(queries)
     out["pg_vector_hnsw"] = measure(vector, rows)

@@ -67,12 +67,17 @@ def test_keyword_ranking_in_sql_equals_bm25(hashed_kb: tuple[str, list[Document]
     ids = [f"d{i}#0" for i in range(len(docs))]
     with index.snapshot() as conn:
         rows = dict(conn.execute("SELECT row, doc_id || '#' || chunk_index FROM selfcrag_kb_chunks").fetchall())
-        for query in ("harbour tide", "ferry ticket euro", "X17Y", "storm pier crane cargo anchor", "sail"):
+        # Common words only, rare codes with common words (keyword_top then reads only the codes' postings and
+        # looks the common words up for those chunks), and a code alone.
+        for query, n in (("harbour tide", 10), ("ferry ticket euro", 10), ("X17Y", 10), ("sail", 10),
+                         ("storm pier crane cargo anchor", 10), ("harbour X17Y", 1), ("X17Y X23Y X99Y tide", 2)):
             terms = list(dict.fromkeys(keyword_tokens(query)))
-            got = [(rows[r], s) for r, s in conn.execute(pg_index._KEYWORD_TOP, {"terms": terms, "n": 10})]
-            want = [(ids[r], s) for r, s in bm25.top(keyword_tokens(query), 10)]
-            assert [g[0] for g in got] == [w[0] for w in want], query
-            assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-9), query
+            want = [(ids[r], s) for r, s in bm25.top(keyword_tokens(query), n)]
+            every = [(rows[r], s) for r, s in conn.execute(pg_index._KEYWORD_TOP, {"terms": terms, "n": n})]
+            pruned = [(rows[r], s) for r, s in pg_index.keyword_top(conn, terms, n)]
+            for got in (every, pruned):
+                assert [g[0] for g in got] == [w[0] for w in want], query
+                assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-9), query
 
 
 def test_the_engine_searches_with_hnsw_and_agrees_with_exact(hashed_kb: tuple[str, list[Document]]) -> None:

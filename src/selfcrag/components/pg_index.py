@@ -17,6 +17,7 @@ lock and its version recorded. Connections come from one bounded pool per URL an
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ from selfcrag.components.retrieval import (
     top_passages,
 )
 from selfcrag.components.text import TOKENIZER, keyword_tokens
-from selfcrag.components.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS, HNSW_SEARCH_DEPTH
+from selfcrag.components.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.components.vector_store import embedder_name
 from selfcrag.components.vector_store import key as text_key
 from selfcrag.store.home import describe
@@ -51,6 +52,9 @@ SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes
 POOL_SIZE = 8  # connections per process and URL
 CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
 PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
+# hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
+# (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
+PG_SEARCH_DEPTH = 256
 K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 
 
@@ -98,9 +102,36 @@ _WEIGHTS = f"""
 _KEYWORD_TOP = (f"SELECT chunk, sum(w) AS score FROM ({_WEIGHTS}) x "
                 "GROUP BY chunk ORDER BY score DESC, chunk LIMIT %(n)s")
 _CANDIDATE_WEIGHTS = f"{_WEIGHTS} WHERE p.chunk = ANY(%(rows)s)"
+# `keyword_top`: a term in more than 1/COMMON_SHARE of the chunks is common (a long posting list, a low idf).
+COMMON_SHARE = 20
+BOUND_MARGIN = 1e-9  # float sums in another order differ in the last bits: a bound must clear them
 # `+ 0` keeps the planner off the HNSW index: an exact top-n over every vector.
 _VECTOR_EXACT = "SELECT row FROM selfcrag_kb_chunks ORDER BY (embedding <#> %(q)s) + 0, row LIMIT %(n)s"
 _VECTOR_HNSW = "SELECT row FROM selfcrag_kb_chunks ORDER BY embedding <#> %(q)s LIMIT %(n)s"
+
+
+def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
+    """The `n` best (chunk row, BM25 score) for the query's `terms`, best first, ties by row: `_KEYWORD_TOP`'s
+    answer, without reading the long posting lists of the query's common words when it need not (MaxScore's idea,
+    as bm25.py's `top`). The chunks holding a rare term are scored exactly (every term, looked up for those chunks
+    only); a chunk holding none of them scores at most what the common terms can add (idf * (k1 + 1) each), so when
+    the n-th best exact score beats that bound, no other chunk can enter the top n. Otherwise: every posting."""
+    size, _ = conn.execute("SELECT chunks, tokens FROM selfcrag_kb_stats").fetchone()
+    dfs = dict(conn.execute("SELECT term, df FROM selfcrag_kb_terms WHERE term = ANY(%s)", (terms,)).fetchall())
+    common = [t for t in terms if dfs.get(t, 0) * COMMON_SHARE > size]
+    rare = [t for t in terms if t in dfs and t not in common]
+    if common and rare and sum(dfs[t] for t in rare) < sum(dfs[t] for t in common):
+        bound = sum(math.log(1 + (size - dfs[t] + 0.5) / (dfs[t] + 0.5)) * (K1 + 1) for t in common)
+        rows = [r for (r,) in conn.execute("SELECT DISTINCT chunk FROM selfcrag_kb_postings WHERE term = ANY(%s)",
+                                           (rare,))]
+        weights: dict[int, dict[str, float]] = {row: {} for row in rows}
+        for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": rows}):
+            weights[int(row)][term] = float(weight)
+        scored = sorted(((sum(w.get(t, 0.0) for t in terms), row) for row, w in weights.items()),
+                        key=lambda item: (-item[0], item[1]))[:n]
+        if len(scored) == n and scored[-1][0] > bound * (1 + BOUND_MARGIN) + BOUND_MARGIN:
+            return [(row, score) for score, row in scored]
+    return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
 
 
 def unreachable(url: str, exc: BaseException) -> IngestError:
@@ -262,14 +293,13 @@ class PgIndex:
             depth = min(size, CANDIDATES_PER_K * settings.k)
             if depth == 0:
                 return []
-            ranked = [(int(r), float(s)) for r, s in
-                      conn.execute(_KEYWORD_TOP, {"terms": terms, "n": depth}).fetchall()] if terms else []
+            ranked = keyword_top(conn, terms, depth) if terms else []
             found: list[int] = []
             if qvec is not None:
                 exact = settings.vector_index == "flat" or (
                     settings.vector_index == "auto" and size < settings.exact_search_below)
                 if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
                 found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
                                                          {"q": qvec, "n": depth}).fetchall()]
                 conn.execute("SET LOCAL enable_seqscan = on")
