@@ -154,3 +154,14 @@ def test_a_database_that_goes_away_ends_the_run_in_one_line(tmp_path: Path) -> N
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "postgresql://" in proc.stderr and "cannot be used" in proc.stderr
+
+
+def test_eval_refuses_a_postgresql_index_in_one_line_instead_of_making_a_folder_of_it(tmp_path: Path) -> None:
+    questions = Path(__file__).parents[1] / "data" / "sample_questions.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "selfcrag.cli", "eval", str(questions), "--index",
+                           "postgresql://reader@db.example.com/kb", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        "selfcrag: error: eval and calibrate read an index directory; a PostgreSQL --index is not supported here yet"]
+    assert not (tmp_path / "postgresql:").exists()
