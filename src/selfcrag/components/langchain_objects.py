@@ -98,8 +98,9 @@ def as_embedder(embeddings: Any = None) -> Embedder:
 
 
 def load_index(index_dir: str | Path, embeddings: Any = None) -> HybridIndex:
-    """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`), read with the embeddings that
-    built it (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
+    """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`; a directory, or the
+    postgresql:// URL of a knowledge base in PostgreSQL + pgvector), read with the embeddings that built it
+    (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
     from selfcrag.components.loaded_indexes import open_index
 
     return open_index(index_dir, as_embedder(embeddings))
