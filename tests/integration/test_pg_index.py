@@ -165,3 +165,47 @@ def test_eval_refuses_a_postgresql_index_in_one_line_instead_of_making_a_folder_
     assert proc.stderr.strip().splitlines() == [
         "selfcrag: error: eval and calibrate read an index directory; a PostgreSQL --index is not supported here yet"]
     assert not (tmp_path / "postgresql:").exists()
+
+
+def test_readers_never_see_a_half_replaced_document_while_another_ingest_runs(pgvector_url: str) -> None:
+    from selfcrag.components import pg_ingest
+
+    url = new_database(pgvector_url)
+
+    def version(v: str) -> list[Document]:  # several chunks a document, every chunk naming its version
+        return [Document(page_content=" ".join(f"Sentence {i} of harbour log {n} is {v}." for i in range(60)),
+                         id=f"log{n}", metadata={"title": f"Log {n}"}) for n in range(6)]
+
+    ingest(version("vone"), url, embeddings=Hashing())
+    index = load_index(url, Hashing())
+    writing = threading.Event()
+    writing.set()
+    seen: list[dict[str, set[str]]] = []
+    failures: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for v in ("vtwo", "vthree", "vfour", "vfive"):
+                ingest(version(v), url, append=True, embeddings=Hashing())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            writing.clear()
+
+    old_batch, pg_ingest.BATCH_CHUNKS = pg_ingest.BATCH_CHUNKS, 1  # a transaction per document
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while writing.is_set() or not seen:
+            versions: dict[str, set[str]] = {}
+            for passage in index.retrieve("Sentence of harbour log", Context(k=20, min_similarity=0.0)):
+                versions.setdefault(passage["doc_id"], set()).update(
+                    w.strip(".") for w in passage["text"].split() if w.startswith("v"))
+            seen.append(versions)
+    finally:
+        thread.join()
+        pg_ingest.BATCH_CHUNKS = old_batch
+    assert failures == []
+    assert all(len(found) == 1 for versions in seen for found in versions.values()), seen
+    final = index.retrieve("Sentence of harbour log", Context(k=20, min_similarity=0.0))
+    assert final and {w.strip(".") for p in final for w in p["text"].split() if w.startswith("v")} == {"vfive"}
