@@ -146,6 +146,7 @@ def _needs_extra() -> IngestError:
 def connect(url: str) -> Any:
     """One connection outside the pool (schema creation, ingest), with pgvector's types when the extension is in."""
     try:
+        import pgvector.psycopg  # noqa: F401 - every caller then registers its types
         import psycopg
     except ImportError:
         raise _needs_extra() from None
@@ -198,9 +199,11 @@ _pools_lock = threading.Lock()
 def pool(url: str) -> Any:
     """The process's bounded pool for `url` (PgIndex.snapshot replaces connections the server dropped, so the run
     after an outage works)."""
-    from pgvector.psycopg import register_vector
-    from psycopg_pool import ConnectionPool
-
+    try:
+        from pgvector.psycopg import register_vector
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise _needs_extra() from None
     with _pools_lock:
         if url not in _pools:
             _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
