@@ -209,3 +209,38 @@ def test_readers_never_see_a_half_replaced_document_while_another_ingest_runs(pg
     assert all(len(found) == 1 for versions in seen for found in versions.values()), seen
     final = index.retrieve("Sentence of harbour log", Context(k=20, min_similarity=0.0))
     assert final and {w.strip(".") for p in final for w in p["text"].split() if w.startswith("v")} == {"vfive"}
+
+
+def test_a_first_bulk_load_builds_the_hnsw_index_after_it_and_later_ingests_keep_it(
+        pgvector_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from selfcrag.components import pg_ingest
+
+    monkeypatch.setattr(pg_ingest, "BULK_FROM", 100)
+    monkeypatch.setattr(pg_ingest, "BATCH_CHUNKS", 64)
+    url = new_database(pgvector_url)
+    during: list[bool] = []
+    write = pg_ingest._write
+
+    def watched(conn, *args):  # noqa: ANN001, ANN202
+        during.append(conn.execute("SELECT to_regclass('selfcrag_kb_chunks_hnsw') IS NOT NULL").fetchone()[0])
+        return write(conn, *args)
+
+    monkeypatch.setattr(pg_ingest, "_write", watched)
+    docs = corpus()
+    ingest(docs, url, embeddings=Hashing())
+    assert len(during) > 1 and not any(during)  # no index kept up chunk by chunk during the first load ...
+    with psycopg.connect(url) as conn:  # ... and built once after it
+        assert conn.execute("SELECT to_regclass('selfcrag_kb_chunks_hnsw') IS NOT NULL").fetchone()[0]
+    during.clear()
+    more = [Document(page_content=f"storm pier code Z{i}Z.", id=f"more{i}") for i in range(150)]
+    ingest(more, url, append=True, embeddings=Hashing())
+    assert during and all(during)  # a knowledge base with chunks keeps its index while it grows
+    with psycopg.connect(url, autocommit=True) as conn:  # a bulk load killed before the build: the next one builds
+        conn.execute("DROP INDEX selfcrag_kb_chunks_hnsw")
+    ingest(docs[:1], url, append=True, embeddings=Hashing())
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('selfcrag_kb_chunks_hnsw') IS NOT NULL").fetchone()[0]
+    found = load_index(url, Hashing()).retrieve("storm pier code Z7Z.", Context(k=1, exact_search_below=0))
+    assert [p["id"] for p in found] == ["more7#0"]

@@ -58,6 +58,12 @@ PG_SEARCH_DEPTH = 256
 K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 
 
+# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
+# bulk load killed before it was rebuilt).
+HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
+    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
+
+
 def schema(dim: int) -> list[str]:
     """Version 1 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
     return [
@@ -71,8 +77,7 @@ def schema(dim: int) -> list[str]:
             search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
             UNIQUE (doc_id, chunk_index))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
-        f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
-            USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})""",
+        HNSW_INDEX,
         # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
             term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
@@ -169,6 +174,7 @@ def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
                       "dim": str(dim)}
             conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
         meta = check_meta(conn, url, embedder)
+        conn.execute(HNSW_INDEX)
         for version in range(int(meta["version"]), SCHEMA_VERSION):
             for statement in MIGRATIONS[version - 1]:
                 conn.execute(statement)

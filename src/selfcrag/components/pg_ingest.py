@@ -18,13 +18,16 @@ import numpy as np
 
 from selfcrag.components.base import Embedder
 from selfcrag.components.documents import Chunk, SourceDocument, chunk_documents
-from selfcrag.components.pg_index import WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
+from selfcrag.components.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
 from selfcrag.components.retrieval import index_text
 from selfcrag.components.text import keyword_tokens
 from selfcrag.components.vector_store import embed_index, evidence_texts
 from selfcrag.components.vector_store import key as text_key
 
 BATCH_CHUNKS = 1024  # chunks embedded and written per transaction (whole documents: a batch may hold more)
+# A first ingest of at least this many chunks into an empty knowledge base builds the HNSW index after the load:
+# inserting into it chunk by chunk was three quarters of the server's ingest CPU (6.3 of 8.1 s for 3,000 chunks).
+BULK_FROM = 5000
 
 
 def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, report: Any, *, append: bool,
@@ -53,6 +56,9 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
         report.replaced_index = existed and not append
         chunks = chunk_documents(todo)
         reusing = _Reusing(embedder, index)  # type: ignore[arg-type]  # it asks only for stored_vectors
+        empty = not conn.execute("SELECT EXISTS (SELECT 1 FROM selfcrag_kb_chunks)").fetchone()[0]
+        if empty and len(chunks) >= BULK_FROM:  # until it is built, searches are exact (and right)
+            conn.execute("DROP INDEX IF EXISTS selfcrag_kb_chunks_hnsw")
         done = 0
         for batch_docs, batch in _batches(todo, chunks):
             texts = [index_text(c) for c in batch]
@@ -68,6 +74,7 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
                                                 store.vectors[i]) for i in range(len(store.keys))]
             _write(conn, [(d.doc_id, hashes[d.doc_id]) for d in batch_docs], batch, texts, vectors, stored)
             done += len(batch)
+        conn.execute(HNSW_INDEX)  # after a bulk load: built once, over every vector
         if not append:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
