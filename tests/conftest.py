@@ -17,5 +17,6 @@ os.environ["SELFCRAG_CACHE_DIR"] = tempfile.mkdtemp(prefix="selfcrag-test-cache-
 # Threads, reviews and run records go to a store of this session, never the user's (SELFCRAG_HOME).
 os.environ["SELFCRAG_HOME"] = tempfile.mkdtemp(prefix="selfcrag-test-home-")
 
-# The store's database fixtures (`store_url`: SQLite and a real PostgreSQL), for any test that names them.
-pytest_plugins = ["support.store"]
+# The store's database fixtures (`store_url`: SQLite and a real PostgreSQL) and the knowledge base's (`kb_location`:
+# a directory and PostgreSQL + pgvector), for any test that names them.
+pytest_plugins = ["support.store", "support.knowledge_base"]

@@ -153,6 +153,8 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
                 "backend": "model" if args.model else None}
+    if args.index.startswith(("postgresql://", "postgres://")):  # not a folder to build from --corpus (yet)
+        raise CliError("eval and calibrate read an index directory; a PostgreSQL --index is not supported here yet")
     embedder = embedder_for(Context.from_env(**operator).embeddings)
     index = Path(args.index)
     if args.corpus and not complete(index):

@@ -60,7 +60,8 @@ class Context(BaseModel):
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
     # --- knowledge base -----------------------------------------------------------------------------
-    index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`; empty = the bundled sample.")
+    index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`, or the postgresql:// URL of a "
+                              "knowledge base in PostgreSQL + pgvector; empty = the bundled sample.")
     k: int = run(5, "Passages retrieved per round.", cap="cap_k", ge=1)
     vector_weight: float = run(0.6, "Weight of the normalised FAISS (semantic) score in fusion.", **UNIT)
     keyword_weight: float = run(0.4, "Weight of the normalised BM25 (keyword) score in fusion.", **UNIT)
@@ -299,6 +300,10 @@ class Context(BaseModel):
         "FAISS index `selfcrag ingest` builds for the chunk vectors: `flat` (exact; its cost grows with the corpus), "
         "`hnsw` (approximate neighbour graph, about a millisecond a query at any size), `auto` = flat below "
         "250,000 chunks, else hnsw. Recorded in the index's manifest; loading follows the manifest.",
+    )
+    exact_search_below: int = operator(
+        20_000, "PostgreSQL knowledge base: exact vector search below this many chunks, its HNSW index from it "
+        "(pg_index.py; vector_index flat or hnsw forces one).", ge=0,
     )
 
     # --- confidence calibration (quality/calibration.py) ----------------------------------------------

@@ -104,7 +104,7 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
         report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings),
                         limits=Limits.of(operator))
         return {
-            "index_dir": operator.index_dir, "indexed": report.documents, "added": report.added,
+            "index_dir": report.index_dir, "indexed": report.documents, "added": report.added,
             "replaced": report.replaced, "unchanged": report.unchanged, "kept": report.kept,
             "chunks": report.chunks, "embedded": report.embedded, "reused": report.reused,
             "skipped": skipped + [str(s) for s in report.skipped],

@@ -31,6 +31,7 @@ from selfcrag.components.documents import Chunk, Skipped, SourceDocument, chunk_
 from selfcrag.components.langchain_objects import as_embedder
 from selfcrag.components.loaders import Limits
 from selfcrag.components.retrieval import DOC_HASHES, HybridIndex, _check_replaceable
+from selfcrag.store.home import describe, is_postgres
 
 
 @dataclass
@@ -210,6 +211,16 @@ def ingest(
     started = time.perf_counter()
     if isinstance(sources, str | Path | Document):
         sources = [sources]
+    if is_postgres(str(index_dir)):  # the knowledge base in PostgreSQL + pgvector (pg_ingest.py)
+        from selfcrag.components.pg_ingest import ingest_documents
+
+        embedder = as_embedder(embeddings)
+        loaded = read_documents(sources, strict=strict, limits=limits)
+        report = IngestReport(describe(str(index_dir)), append, documents=len(loaded.documents),
+                              skipped=loaded.skipped)
+        ingest_documents(str(index_dir), loaded.documents, embedder, report, append=append, on_progress=on_progress)
+        report.seconds = time.perf_counter() - started
+        return report
     path = Path(index_dir).expanduser()
     _check_replaceable(path)  # before any embedding: `--index docs/` by mistake fails at once
     embedder = as_embedder(embeddings)

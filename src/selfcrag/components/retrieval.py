@@ -78,6 +78,74 @@ def _no_index(directory: str | Path) -> IngestError:
     return IngestError(f"no index at {directory}; build one with `selfcrag ingest PATH --index {directory}`")
 
 
+# --- fusion, the gate and deduplication: the same for every backend (pg_index.py too) ------------------
+
+
+def fused_scores(candidates: list[int], cosines: list[float], keyword: list[float], semantic: set[int],
+                 lexical: set[int], tokens: list[str], holds: Callable[[str, int], bool],
+                 settings: Context) -> list[tuple[float, int]]:
+    """(fused score, row) of each candidate that passes the gate. `holds(term, row)`: the chunk holds the term."""
+    best_bm25 = max(keyword, default=0.0)
+    identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
+    scored: list[tuple[float, int]] = []
+    for row, cosine, keyword_score in zip(candidates, cosines, keyword, strict=True):
+        # Quality gate. A small embedding model sees "E1042" as a few meaningless word pieces, so the
+        # passage defining it can score low on cosine; an exact identifier match is stronger evidence
+        # than any similarity, so it passes the gate. Plain word overlap does not: BM25 always has a
+        # "best" match, even for an off-topic query.
+        if cosine < settings.min_similarity and not any(holds(t, row) for t in identifiers):
+            continue
+        # Raw cosine (clipped), not min-max. Both ranked the same on the SQuAD dev sample (gold paragraph
+        # in the top 5 for 96 vs 97 of 100 questions, MRR 0.84 vs 0.85), but min-max stretches the best
+        # candidate to 1 even when every candidate is off-topic, so the fused score stops saying how good
+        # the match is (top score 1.07 for answerable and unanswerable questions alike; raw: 0.85 vs 0.82).
+        v = min(max(cosine, 0.0), 1.0)
+        b = keyword_score / best_bm25 if best_bm25 > 0 else 0.0
+        both = row in semantic and row in lexical
+        fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
+        scored.append((fused, row))
+    return scored
+
+
+def keyword_scored(tokens: list[str], bm25: dict[int, float], lexical: set[int],
+                   holds: Callable[[str, int], bool], settings: Context) -> list[tuple[float, int]]:
+    """Scores for a query in a language the embedder cannot read (Chinese for MiniLM, whose vocabulary has
+    244 Chinese characters: most Chinese text embeds as [UNK]). Its cosine is noise — fused with it, recall@1
+    on the Chinese sample fell below BM25 alone (0.96 -> 0.95 with character pairs, 0.95 -> 0.89 with single
+    characters; benchmarks/chinese_tokenisation.py) — so the share of the query's terms found in the chunk
+    stands in for the cosine, in the gate (none found: unrelated) and in the fusion."""
+    wanted = set(tokens)
+    best = max((bm25[row] for row in lexical), default=0.0)
+    scored = []
+    for row in lexical:  # the postings know which terms a chunk holds: no need to tokenise it again
+        share = sum(holds(t, row) for t in wanted) / max(len(wanted), 1)
+        if share > 0 and best > 0:
+            scored.append((settings.vector_weight * share + settings.keyword_weight * bm25[row] / best, row))
+    return scored
+
+
+def top_passages(scored: list[tuple[float, int]], chunk_of: Callable[[int], Chunk], settings: Context,
+                 ranks: dict[str, dict[int, int]] | None = None) -> list[Passage]:
+    """The k best chunks, best first, without repeating a chunk or the same text; with each retriever's rank
+    of the chunk when `ranks` has it."""
+    passages: list[Passage] = []
+    seen: set[str] = set()
+    for fused, row in sorted(scored, key=lambda item: (-item[0], item[1])):
+        chunk = chunk_of(row)
+        text_key = " ".join(chunk.text.lower().split())
+        if chunk.id in seen or text_key in seen:  # the same chunk, or the same text in two documents
+            continue
+        seen.update((chunk.id, text_key))
+        passage = chunk.to_passage(round(min(max(fused, 0.0), 1.0), 4))
+        for key, rank in (ranks or {}).items():
+            if row in rank:
+                passage[key] = rank[row]  # type: ignore[literal-required]
+        passages.append(passage)
+        if len(passages) == settings.k:
+            break
+    return passages
+
+
 class HybridIndex:
     """FAISS (cosine over normalised vectors) + BM25, fused per query. Implements `Retriever`."""
 
@@ -148,26 +216,8 @@ class HybridIndex:
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
         cosines = self._vectors.reconstruct_batch(np.asarray(candidates, dtype=np.int64)) @ qvec[0]
         keyword = self._bm25.score_rows(tokens, candidates).tolist()
-        best_bm25 = max(keyword, default=0.0)
-        identifiers = [t for t in dict.fromkeys(tokens) if _IDENTIFIER.search(t)]
-
-        scored: list[tuple[float, int]] = []
-        for row, cosine, keyword_score in zip(candidates, cosines.tolist(), keyword, strict=True):
-            # Quality gate. A small embedding model sees "E1042" as a few meaningless word pieces, so the
-            # passage defining it can score low on cosine; an exact identifier match is stronger evidence
-            # than any similarity, so it passes the gate. Plain word overlap does not: BM25 always has a
-            # "best" match, even for an off-topic query.
-            if cosine < settings.min_similarity and not any(self._bm25.contains(t, row) for t in identifiers):
-                continue
-            # Raw cosine (clipped), not min-max. Both ranked the same on the SQuAD dev sample (gold paragraph
-            # in the top 5 for 96 vs 97 of 100 questions, MRR 0.84 vs 0.85), but min-max stretches the best
-            # candidate to 1 even when every candidate is off-topic, so the fused score stops saying how good
-            # the match is (top score 1.07 for answerable and unanswerable questions alike; raw: 0.85 vs 0.82).
-            v = min(max(cosine, 0.0), 1.0)
-            b = keyword_score / best_bm25 if best_bm25 > 0 else 0.0
-            both = row in semantic and row in lexical
-            fused = settings.vector_weight * v + settings.keyword_weight * b + (settings.agreement_bonus if both else 0)
-            scored.append((fused, row))
+        holds = self._bm25.contains
+        scored = fused_scores(candidates, cosines.tolist(), keyword, semantic, lexical, tokens, holds, settings)
         # Each retriever's rank of the chunk, best first: agreement between them is a calibration signal.
         ranks = {"vector_rank": {row: i for i, row in enumerate(found)},
                  "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
@@ -176,40 +226,11 @@ class HybridIndex:
     def _keyword_scored(
         self, tokens: list[str], bm25: dict[int, float], lexical: set[int], settings: Context
     ) -> list[tuple[float, int]]:
-        """Scores for a query in a language the embedder cannot read (Chinese for MiniLM, whose vocabulary has
-        244 Chinese characters: most Chinese text embeds as [UNK]). Its cosine is noise — fused with it, recall@1
-        on the Chinese sample fell below BM25 alone (0.96 -> 0.95 with character pairs, 0.95 -> 0.89 with single
-        characters; benchmarks/chinese_tokenisation.py) — so the share of the query's terms found in the chunk
-        stands in for the cosine, in the gate (none found: unrelated) and in the fusion."""
-        wanted = set(tokens)
-        best = max((bm25[row] for row in lexical), default=0.0)
-        scored = []
-        for row in lexical:  # the postings know which terms a chunk holds: no need to tokenise it again
-            share = sum(self._bm25.contains(t, row) for t in wanted) / max(len(wanted), 1)
-            if share > 0 and best > 0:
-                scored.append((settings.vector_weight * share + settings.keyword_weight * bm25[row] / best, row))
-        return scored
+        return keyword_scored(tokens, bm25, lexical, self._bm25.contains, settings)
 
     def _top(self, scored: list[tuple[float, int]], settings: Context,
              ranks: dict[str, dict[int, int]] | None = None) -> list[Passage]:
-        """The k best chunks, best first, without repeating a chunk or the same text; with each retriever's rank
-        of the chunk when `ranks` has it."""
-        passages: list[Passage] = []
-        seen: set[str] = set()
-        for fused, row in sorted(scored, key=lambda item: (-item[0], item[1])):
-            chunk = self.chunks[row]
-            text_key = " ".join(chunk.text.lower().split())
-            if chunk.id in seen or text_key in seen:  # the same chunk, or the same text in two documents
-                continue
-            seen.update((chunk.id, text_key))
-            passage = chunk.to_passage(round(min(max(fused, 0.0), 1.0), 4))
-            for key, rank in (ranks or {}).items():
-                if row in rank:
-                    passage[key] = rank[row]  # type: ignore[literal-required]
-            passages.append(passage)
-            if len(passages) == settings.k:
-                break
-        return passages
+        return top_passages(scored, self.chunks.__getitem__, settings, ranks)
 
     # --- persistence --------------------------------------------------------------------------------
 
