@@ -30,6 +30,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from selfcrag import build_graph
 from selfcrag.components.backend import model_components
 from selfcrag.context import Context
+from selfcrag.evaluation.calibrate import git_commit
 from selfcrag.evaluation.questions import contains_gold
 
 ROOT = Path(__file__).parents[1]
@@ -92,6 +93,7 @@ def main() -> None:
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     done = {(r["question"], r["system"]) for r in records}
     process, url = start_server()
+    commit, command = git_commit(), " ".join(["benchmarks/real_model_sample.py", *sys.argv[1:]])
     try:
         settings = {"backend": "model", "generator_model": f"openai:{MODEL}", "base_url": url, "llm_timeout": 900,
                     "run_timeout": 3600}  # fmt: skip
@@ -127,7 +129,8 @@ def main() -> None:
                           "parse_failures_by_role": dict(failures),
                           "client_cpu_s": round(time.process_time() - cpu, 2),
                           "server_cpu_s": round(server_cpu(process.pid) - served, 2),
-                          "wall_s": round(time.perf_counter() - wall, 1)}  # fmt: skip
+                          "wall_s": round(time.perf_counter() - wall, 1),
+                          "commit": commit, "command": command}  # fmt: skip
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
