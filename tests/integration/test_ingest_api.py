@@ -15,40 +15,14 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
+from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, LocalEmbeddings, ask, build_graph, ingest, load_index
 from selfcrag.components.documents import IngestError
 from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
 from selfcrag.components.retrieval import HybridIndex
 
-TIDES = "# Tides\n\nThe harbour of Quellport has two high tides a day. The highest tide reaches 7.5 metres in March."
-BRIDGES = "# Bridges\n\nQuellport has four bridges over the river Amsel."
-BRIDGES_NOW = "# Bridges\n\nQuellport has five bridges over the river Amsel since the new one opened in 2023."
-FERRY = "# Ferry\n\nThe ferry to Ostholm leaves every 40 minutes and a single ticket costs 4.20 euros."
 LIGHTHOUSE = "# Lighthouse\n\nThe Quellport lighthouse is open to visitors on Sundays from May to September."
-
-
-class Counting:
-    """The local model, recording every text it is asked to embed (same name: the same index for the graph)."""
-
-    def __init__(self) -> None:
-        self.inner = default_embedder()
-        self.name, self.languages = self.inner.name, self.inner.languages
-        self.texts: list[str] = []
-
-    def embed_documents(self, texts: list[str]):  # noqa: ANN201
-        self.texts += texts
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str):  # noqa: ANN201
-        return self.inner.embed_query(text)
-
-
-def folder(root: Path, files: dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (root / name).write_text(text, encoding="utf-8")
-    return root
 
 
 def top(index: HybridIndex, query: str) -> str:

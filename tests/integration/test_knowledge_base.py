@@ -19,41 +19,15 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 from support.knowledge_base import new_database
+from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, ask, build_graph, ingest, load_index
 from selfcrag.components.documents import IngestError
 from selfcrag.components.embeddings import default_embedder
 from selfcrag.store.home import is_postgres
 
-TIDES = "# Tides\n\nThe harbour of Quellport has two high tides a day. The highest tide reaches 7.5 metres in March."
-BRIDGES = "# Bridges\n\nQuellport has four bridges over the river Amsel."
-BRIDGES_NOW = "# Bridges\n\nQuellport has five bridges over the river Amsel since the new one opened in 2023."
-FERRY = "# Ferry\n\nThe ferry to Ostholm leaves every 40 minutes and a single ticket costs 4.20 euros."
 ERRORS = "# Error codes\n\nError E1042 means the payment card was declined by the bank; try another card."
 REFUNDS_ZH = "# 退款\n\n退款会在五个工作日内退回到原支付方式。礼品卡购买的订单退回为礼品卡余额。"
-
-
-class Counting:
-    """The local model, recording every text it is asked to embed (same name: the same knowledge base)."""
-
-    def __init__(self) -> None:
-        self.inner = default_embedder()
-        self.name, self.languages = self.inner.name, self.inner.languages
-        self.texts: list[str] = []
-
-    def embed_documents(self, texts: list[str]):  # noqa: ANN201
-        self.texts += texts
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str):  # noqa: ANN201
-        return self.inner.embed_query(text)
-
-
-def folder(root: Path, files: dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (root / name).write_text(text, encoding="utf-8")
-    return root
 
 
 def found(location: str, query: str, k: int = 1) -> list[str]:

@@ -27,6 +27,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop a server started with `start_new_session=True`, group and all: SIGTERM, then SIGKILL after 15 s."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 90, *, path: str = "/ok",
                      name: str = "langgraph dev") -> None:
     """Ready when `url + path` answers 200; a server process that exits first fails the test with its log."""
@@ -64,9 +74,4 @@ def langgraph_dev(env: dict[str, str] | None = None) -> Iterator[str]:
         wait_until_ready(url, process, log)
         yield url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.langgraph_server import free_port, wait_until_ready
+from support.langgraph_server import free_port, stop_group, wait_until_ready
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -48,9 +47,4 @@ def local_llm(threads: int = 2, context: int = 8192) -> Iterator[str]:
         wait_until_ready(f"http://127.0.0.1:{port}", process, log, 180, path="/health", name="the local model server")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
