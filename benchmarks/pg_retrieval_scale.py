@@ -34,6 +34,7 @@ from selfcrag.components.documents import Chunk  # noqa: E402
 from selfcrag.components.pg_ingest import BULK_FROM, _write  # noqa: E402
 from selfcrag.components.retrieval import HybridIndex  # noqa: E402
 from selfcrag.components.text import keyword_tokens  # noqa: E402
+from selfcrag.evaluation.calibrate import git_commit  # noqa: E402
 
 VOCABULARY, DIM, BATCH = 200_000, 384, 1024
 
@@ -177,7 +178,8 @@ def main() -> int:
             pg_index.close_pools()
     out = ROOT / "benchmarks" / "results" / "pg_retrieval_scale.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    command = " ".join(["benchmarks/pg_retrieval_scale.py", *sys.argv[1:]])
+    out.write_text(json.dumps({"commit": git_commit(), "command": command, "results": results}, indent=2) + "\n")
     return 0
 
 
