@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     updated = with_table(current)
     if args.check:
         if updated != current:
-            print("docs/settings.md's settings table is out of date: run python scripts/settings_table.py", file=sys.stderr)
+            print("docs/settings.md's table is out of date: run python scripts/settings_table.py", file=sys.stderr)
             return 1
         return 0
     if updated != current:

@@ -5,7 +5,8 @@ Python blocks run in a fresh interpreter; a block may use the names an earlier P
 defined (they run together, in order). Console blocks run each `$ command` line in bash, expecting exit 0; the
 lines without `$` show output and are not compared (answers change with the code; the tests of each feature pin
 them), but a `$` line whose comment says `# decision: NAME` must print that decision (`Decision: NAME`, or
-`"decision": "NAME"` with `--json`). Everything runs in a scratch directory with its own SELFCRAG_HOME, offline, with these stand-ins:
+`"decision": "NAME"` with `--json`). Everything runs in a scratch directory with its own SELFCRAG_HOME, offline,
+with these stand-ins:
 
 | the README says | here it is |
 |---|---|
@@ -94,8 +95,8 @@ def page_blocks(page: Path) -> list[Block]:
         previous = before.rstrip("\n").rsplit("\n", 1)[-1]
         skip = SKIP.search(previous)
         headings = re.findall(r"^##+ (.+)$", before, re.M)
-        found.append(Block(str(page.relative_to(ROOT)), line, match.group(1), match.group(2), headings[-1] if headings else "",
-                           skip.group(1) if skip else ""))  # fmt: skip
+        found.append(Block(str(page.relative_to(ROOT)), line, match.group(1), match.group(2),
+                           headings[-1] if headings else "", skip.group(1) if skip else ""))  # fmt: skip
     return found
 
 
@@ -218,7 +219,8 @@ def check_decision(line: str, output: str, block: Block) -> None:
     said = DECISION_SAID.search(line.split("  #", 1)[-1]) if "  #" in line else None
     if said:
         printed = [a or b for a, b in DECISION_PRINTED.findall(output)]
-        assert printed == [said.group(1)], f"{block.where}: the comment says {said.group(1)}, it printed {printed}\n{line}"
+        claim = said.group(1)
+        assert printed == [claim], f"{block.where}: the comment says {claim}, it printed {printed}\n{line}"
 
 
 def commands(code: str) -> Iterator[str]:

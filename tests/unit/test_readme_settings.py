@@ -1,4 +1,4 @@
-"""docs/settings.md's settings table is the one `scripts/settings_table.py` generates from `Context`: it cannot drift."""
+"""The table of docs/settings.md is the one `scripts/settings_table.py` generates from `Context`: it cannot drift."""
 
 from __future__ import annotations
 
