@@ -224,6 +224,17 @@ def check_decision(line: str, output: str, block: Block) -> None:
         assert printed == [claim], f"{block.where}: the comment says {claim}, it printed {printed}\n{line}"
 
 
+def test_a_decision_comment_is_a_claim_that_can_fail() -> None:
+    block = Block("README.md", 1, "console", "", "Ask", "")
+    printed = "I don't know.\n\nDecision: abstain   Confidence: 0.00\n"
+    as_json = json.dumps({"decision": "abstain", "trace": [{"node": "finalize", "decision": "answer"}]}, indent=2)
+    check_decision('$ selfcrag ask "Do you ship to Antarctica?"   # decision: abstain', printed, block)
+    check_decision('$ selfcrag ask "Do you ship to Antarctica?" --json   # decision: abstain', as_json, block)
+    for output in (printed, as_json):
+        with pytest.raises(AssertionError, match="the comment says answer"):
+            check_decision('$ selfcrag ask "Do you ship to Antarctica?"   # decision: answer', output, block)
+
+
 def commands(code: str) -> Iterator[str]:
     """The `$` lines of a console block, each with its continuation lines (a quote left open goes on)."""
     lines = code.splitlines()
