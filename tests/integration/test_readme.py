@@ -1,9 +1,12 @@
-"""Every code block of README.md runs, as a reader would run it: a README that lies is worse than none.
+"""Every code block of README.md and of the pages under docs/ runs, as a reader would run it: documentation
+that lies is worse than none. (docs/DESIGN.md explains the code and is not a page of commands to run.)
 
 Python blocks run in a fresh interpreter; a block may use the names an earlier Python block of its section
 defined (they run together, in order). Console blocks run each `$ command` line in bash, expecting exit 0; the
 lines without `$` show output and are not compared (answers change with the code; the tests of each feature pin
-them). Everything runs in a scratch directory with its own SELFCRAG_HOME, offline, with these stand-ins:
+them), but a `$` line whose comment says `# decision: NAME` must print that decision (`Decision: NAME`, or
+`"decision": "NAME"` with `--json`). Everything runs in a scratch directory with its own SELFCRAG_HOME, offline,
+with these stand-ins:
 
 | the README says | here it is |
 |---|---|
@@ -19,7 +22,7 @@ them). Everything runs in a scratch directory with its own SELFCRAG_HOME, offlin
 block's later lines use instead of the one they name |
 
 A block that cannot run here says why in an HTML comment on the line before it: `<!-- readme-test: skip (why) -->`.
-A failure names the README line of the block.
+A failure names the page and line of the block.
 """
 
 from __future__ import annotations
@@ -43,15 +46,17 @@ from support.openai_server import OpenAIServer
 from support.replies import Plausible
 
 ROOT = Path(__file__).parents[2]
-README = ROOT / "README.md"
+PAGES = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "DESIGN.md")]
 BIN = Path(sys.executable).parent
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((.+?)\)\s*-->")
 FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 NOT_RUN = (("pip install", "installing is CI's job"),)
+DECISION_SAID = re.compile(r"\s#\s*decision:\s*(\w+)")
 
 
 @dataclass
 class Block:
+    page: str  # its path from the project's root
     line: int  # of the opening fence, 1-based
     language: str
     code: str
@@ -67,8 +72,21 @@ class Block:
         return "OPENAI_" in self.code or "ChatOpenAI" in self.code or "--model openai:" in self.code
 
 
+    @property
+    def id(self) -> str:  # the test's id: page and line
+        return f"{Path(self.page).stem}-line{self.line}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line} ({self.section})"
+
+
 def blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
+    return [block for page in PAGES for block in page_blocks(page)]
+
+
+def page_blocks(page: Path) -> list[Block]:
+    text = page.read_text(encoding="utf-8")
     found = []
     for match in FENCE.finditer(text):
         before = text[: match.start()]
@@ -76,8 +94,8 @@ def blocks() -> list[Block]:
         previous = before.rstrip("\n").rsplit("\n", 1)[-1]
         skip = SKIP.search(previous)
         headings = re.findall(r"^##+ (.+)$", before, re.M)
-        found.append(Block(line, match.group(1), match.group(2), headings[-1] if headings else "",
-                           skip.group(1) if skip else ""))  # fmt: skip
+        found.append(Block(str(page.relative_to(ROOT)), line, match.group(1), match.group(2),
+                           headings[-1] if headings else "", skip.group(1) if skip else ""))  # fmt: skip
     return found
 
 
@@ -86,13 +104,13 @@ CODE = [b for b in blocks() if b.language in ("python", "console", "bash")]
 
 def test_every_block_is_code_or_says_what_it_is() -> None:
     """A fence without a language is ambiguous: is it to run? Diagrams and output say `text`."""
-    untagged = [b.line for b in blocks() if not b.language]
-    assert not untagged, f"README.md code blocks without a language at lines {untagged}: tag them"
+    untagged = [f"{b.page} line {b.line}" for b in blocks() if not b.language]
+    assert not untagged, f"code blocks without a language: {untagged}: tag them"
 
 
 def test_skips_are_few_and_explained() -> None:
     skipped = [b for b in CODE if b.skip]
-    assert len(skipped) <= 3, [(b.line, b.skip) for b in skipped]
+    assert len(skipped) <= 3, [(b.where, b.skip) for b in skipped]
 
 
 @pytest.fixture(scope="module")
@@ -142,12 +160,12 @@ def with_model(env: dict[str, str], server: OpenAIServer) -> dict[str, str]:
 
 
 def run(command: list[str] | str, block: Block, env: dict[str, str], cwd: Path) -> str:
-    """Run a command line (in bash) or an argv; fail naming the README line of its block."""
+    """Run a command line (in bash) or an argv; fail naming the page and line of its block."""
     shell = isinstance(command, str)
     done = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=600, shell=shell, executable="/bin/bash" if shell else None)  # fmt: skip
     shown = command if isinstance(command, str) else " ".join(command)[:300]
-    assert done.returncode == 0, (f"README.md line {block.line} ({block.section}): exit {done.returncode}\n{shown}\n"
+    assert done.returncode == 0, (f"{block.where}: exit {done.returncode}\n{shown}\n"
                                   f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
     return done.stdout + done.stderr
 
@@ -168,8 +186,7 @@ def shell_line(line: str, env: dict[str, str], model: OpenAIServer, review_id: s
     return command.replace(" ID", f" {review_id}") if review_id else command
 
 
-@pytest.mark.parametrize("block", [b for b in CODE if b.language in ("console", "bash")],
-                         ids=lambda b: f"line{b.line}")  # fmt: skip
+@pytest.mark.parametrize("block", [b for b in CODE if b.language in ("console", "bash")], ids=lambda b: b.id)
 def test_console_block(block: Block, scratch: Path, environment: dict[str, str], model_server: OpenAIServer,
                        request: pytest.FixtureRequest) -> None:
     if block.skip:
@@ -191,8 +208,31 @@ def test_console_block(block: Block, scratch: Path, environment: dict[str, str],
             if server:
                 command = re.sub(r"http://127\.0\.0\.1:\d+", server, command)
             said = run(command, block, env, scratch)
+            check_decision(line, said, block)
             if held := held_review(said):
                 review_id, hold = held, command
+
+
+def check_decision(line: str, output: str, block: Block) -> None:
+    """A `# decision: NAME` comment is a claim about the output: the command must print that decision."""
+    said = DECISION_SAID.search(line)
+    if said:
+        printed = re.findall(r"^Decision: (\w+)", output, re.M)
+        if not printed and "{" in output:  # --json: the run's own decision, not its trace steps'
+            printed = [json.loads(output[output.index("{") : output.rindex("}") + 1])["decision"]]
+        claim = said.group(1)
+        assert printed == [claim], f"{block.where}: the comment says {claim}, it printed {printed}\n{line}"
+
+
+def test_a_decision_comment_is_a_claim_that_can_fail() -> None:
+    block = Block("README.md", 1, "console", "", "Ask", "")
+    printed = "I don't know.\n\nDecision: abstain   Confidence: 0.00\n"
+    as_json = json.dumps({"decision": "abstain", "trace": [{"node": "finalize", "decision": "answer"}]}, indent=2)
+    check_decision('$ selfcrag ask "Do you ship to Antarctica?"   # decision: abstain', printed, block)
+    check_decision('$ selfcrag ask "Do you ship to Antarctica?" --json   # decision: abstain', as_json, block)
+    for output in (printed, as_json):
+        with pytest.raises(AssertionError, match="the comment says answer"):
+            check_decision('$ selfcrag ask "Do you ship to Antarctica?"   # decision: answer', output, block)
 
 
 def commands(code: str) -> Iterator[str]:
@@ -224,11 +264,12 @@ def held_review(output: str) -> str:
 
 def python_source(block: Block) -> str:
     """The block, after the earlier Python blocks of its section (a block may use what they defined)."""
-    earlier = [b.code for b in CODE if b.language == "python" and b.section == block.section and b.line < block.line]
+    earlier = [b.code for b in CODE
+               if b.language == "python" and (b.page, b.section) == (block.page, block.section) and b.line < block.line]
     return "\n".join([*earlier, block.code])
 
 
-@pytest.mark.parametrize("block", [b for b in CODE if b.language == "python"], ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", [b for b in CODE if b.language == "python"], ids=lambda b: b.id)
 def test_python_block(block: Block, request: pytest.FixtureRequest, scratch: Path, environment: dict[str, str],
                       model_server: OpenAIServer) -> None:  # fmt: skip
     if block.skip:

@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     tokens = {name: add(identities, name, role) for name, role in roles}
     env = {"SELFCRAG_AUTH_FILE": str(identities), "SELFCRAG_HOME": str(work / "home")}
     with langgraph_dev(env) as url:
-        # The operator turns human review on for the deployment's assistant (README: SELFCRAG_HUMAN_REVIEW=1).
+        # The operator turns human review on for the deployment's assistant (docs/deployment.md).
         operator = get_sync_client(url=url, api_key=tokens["olga"])
         (assistant,) = operator.assistants.search(graph_id="selfcrag")
         operator.assistants.update(assistant["assistant_id"], context={"human_review": True})

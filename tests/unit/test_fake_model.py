@@ -48,15 +48,15 @@ def test_grading_one_passage_per_call_and_a_fixed_answer():
     assert model.calls.count("relevance") > 1 and result["answer"].startswith("Within 30 days of delivery")
 
 
-def test_the_readme_example_runs():
+def test_the_documented_example_runs():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Testing your app", 1)[1]
+    page = (Path(__file__).parents[2] / "docs" / "graph.md").read_text(encoding="utf-8")
+    section = page.split("## Testing your app", 1)[1]
     [code] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    exec(compile(code, "docs/graph.md", "exec"), scope)  # noqa: S102 - our own docs
     tests = [name for name in scope if name.startswith("test_")]
     assert len(tests) == 3
     for name in tests:
