@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,15 @@ def test_unanswerable_question_abstains_with_what_was_missing_and_no_model_call(
     assert result["missing"]
     assert result["citations"] == []
     assert result["llm_calls"] == 0
+
+
+def test_the_default_path_imports_no_langchain_community():
+    # A fresh interpreter: this session's other tests may have imported anything.
+    script = ("import sys\nfrom selfcrag import ask\nprint(ask('How many days do I have to return an item?')"
+              "['decision'])\nprint(sorted(m for m in sys.modules if m.startswith('langchain_community')))")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    decision, imported = run.stdout.splitlines()[-2:]
+    assert decision in ("answer", "answer_with_caveat") and imported == "[]"
 
 
 def test_identifier_lookup_finds_the_error_code_document():
