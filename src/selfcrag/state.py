@@ -52,8 +52,9 @@ class Scores(TypedDict):
 
 
 # Chat history, merged by message id (LangGraph's `add_messages`, as in `MessagesState`): the run appends its
-# answer as an AI message, so Studio's chat view, a parent `MessagesState` graph and stream_mode="messages"
-# all see it, and a parent that passes its history in gets back the same messages plus one, never duplicates.
+# answer as an AI message (and, when the question came as `question`, the question first as a human message), so
+# Studio's chat view, a parent `MessagesState` graph and stream_mode="messages" all see it, and a parent that
+# passes its history in gets back the same messages plus the new ones, never duplicates.
 Messages = Annotated[list[AnyMessage], add_messages]
 
 
