@@ -1,5 +1,5 @@
-"""Reading each file type from real small files (the PDF and DOCX written here byte by byte, as their formats say),
-folders that report what they cannot read, and LangChain Documents in."""
+"""Reading each file type from real small files (the DOCX written here and the PDF in support/pdf.py byte by byte, as
+their formats say), folders that report what they cannot read, and LangChain Documents in."""
 
 from __future__ import annotations
 
@@ -9,38 +9,11 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
+from support.pdf import write_pdf
 
 from selfcrag.components import loaders
 from selfcrag.components.documents import IngestError, chunk_documents, read_documents
 from selfcrag.components.text import split_sentences
-
-
-def write_pdf(path: Path, lines: list[str], title: str = "", *more_pages: list[str]) -> Path:
-    """A PDF with `lines` in Helvetica on its first page (and `more_pages` after it) and an optional document
-    title: objects, then the xref table of their byte offsets, then the trailer."""
-    pages = [lines, *more_pages]
-    font = 3 + 2 * len(pages)  # catalog, page tree, then a page and its content stream per page
-    kids = " ".join(f"{3 + 2 * n} 0 R" for n in range(len(pages)))
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode()]
-    for n, page in enumerate(pages):
-        text = " ".join(f"({line}) Tj T*" for line in page)
-        content = f"BT /F1 12 Tf 14 TL 72 720 Td {text} ET".encode()
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                       b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * n, font))
-        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-    objects += [b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>", f"<< /Title ({title}) >>".encode()]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    info = b" /Info %d 0 R" % len(objects) if title else b""
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
-    path.write_bytes(bytes(out))
-    return path
 
 
 def write_docx(path: Path, paragraphs: list[str]) -> Path:
@@ -119,8 +92,8 @@ def test_a_pdf_is_one_document_per_page_and_its_source_names_the_page(tmp_path: 
     assert [(d.doc_id, d.title, d.source) for d in docs] == [
         ("manual/page-1", "Manual", "manual.pdf#page=1"), ("manual/page-2", "Manual", "manual.pdf#page=2"),
         ("manual/page-3", "Manual", "manual.pdf#page=3")]
-    # The lines one sentence was wrapped into are one line again; the heading above it keeps its own line.
-    assert docs[1].text.strip() == "Warranty\nThe warranty lasts two years from the day of delivery."
+    # The lines one sentence was wrapped into are one line again; the heading above it is its own paragraph.
+    assert docs[1].text == "Warranty\n\nThe warranty lasts two years from the day of delivery."
     assert [c.source for c in chunk_documents(docs)] == ["manual.pdf#page=1", "manual.pdf#page=2",
                                                          "manual.pdf#page=3"]
 
@@ -128,8 +101,11 @@ def test_a_pdf_is_one_document_per_page_and_its_source_names_the_page(tmp_path: 
 def test_unwrapping_joins_wrapped_lines_and_keeps_paragraphs_headings_and_lists() -> None:
     text = ("Returns\nItems can be returned within\n30 days of delivery.\n\nRefunds are paid to the\ncard used.\n"
             "- Boxes\n")
-    assert loaders.unwrap(text) == ("Returns\nItems can be returned within 30 days of delivery.\n\n"
-                                    "Refunds are paid to the card used.\n- Boxes\n")
+    assert loaders.unwrap(text) == ("Returns\n\nItems can be returned within 30 days of delivery.\n\n"
+                                    "Refunds are paid to the card used.\n- Boxes")
+    # A line the width cut before a capitalised name goes on; a short line before one is a heading.
+    assert loaders.unwrap("Write to our support team through\nParcelly Chat.\nHours\nEvery day.") == \
+        "Write to our support team through Parcelly Chat.\nHours\n\nEvery day."
     assert loaders.unwrap("退货须在收到商品后\n三十天内申请。\n运费") == "退货须在收到商品后三十天内申请。\n运费"
 
 

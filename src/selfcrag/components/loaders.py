@@ -11,7 +11,8 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
   lets `--append` replace one changed row without re-embedding the rest. Read with the stdlib `csv` module rather
   than `CSVLoader`, which keeps blank cells and reports every fault as one generic RuntimeError.
 - `.pdf`: pypdf, one document per page (`Part.page`, 1-based: a citation can say where), the PDF's own title.
-  Lines a paragraph was wrapped into are joined again (`unwrap`), so an answer quoting it has no stray breaks.
+  Lines a paragraph was wrapped into are joined again and a heading ends its paragraph (`unwrap`), so an answer
+  quoting a sentence carries neither a line break nor the heading above it.
 - `.docx`: docx2txt.
 
 Read with pypdf and docx2txt directly, not through langchain-community's loaders: those are thin wrappers over the
@@ -54,10 +55,13 @@ _BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd
            "hr", "address", "details", "summary")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PARAGRAPH = "\u2029"  # Unicode's paragraph separator: where a heading ended
-# A PDF line that ends mid-sentence, then one that goes on with a lowercase word or a number: one wrapped line.
-_WRAPPED = re.compile(r"(?<=[^.!?:;\s])[ \t]*\n[ \t]*(?=[a-z0-9(])")
-# Chinese text wrapped mid-sentence: the lines join without a space.
-_WRAPPED_CJK = re.compile(r"(?<=[\u3400-\u9fff\uff0c、])[ \t]*\n[ \t]*(?=[\u3400-\u9fff])")
+# PDF text has a line break wherever the page's width ran out. A line at least this share of the page's longest
+# line was cut by the width (it goes on in the next line); a shorter one that ends no sentence is a heading or a
+# label. (Ragged-right lines vary by a few words; headings are a few words.)
+_WRAPPED_SHARE = 0.6
+_SENTENCE_ENDS = tuple(".!?:;。！？：；")
+_LIST_ITEM = re.compile(r"[-*•·▪◦]\s|\d+[.)]\s")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
 # Files a folder may hold that are nobody's document: OS thumbnails and folder settings.
 _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
 
@@ -237,10 +241,22 @@ def _pdf(path: Path, limits: Limits) -> list[Part]:
 
 
 def unwrap(text: str) -> str:
-    """PDF text with the line breaks inside paragraphs removed: a line that stops mid-sentence and one that goes
-    on in lowercase (or with a number) are one line. Paragraph breaks (blank lines), and lines that end a
-    sentence or start a capitalised one (headings, list items), stay."""
-    return _WRAPPED_CJK.sub("", _WRAPPED.sub(" ", text.replace("\r\n", "\n")))
+    """PDF text as paragraphs: the lines the page's width cut a paragraph into are one line again, and a heading
+    (a short line that ends no sentence, before a capital) ends its paragraph, so neither a line break nor the
+    heading is quoted inside an answer's sentence. Blank lines, list items and lines that end a sentence stay."""
+    lines = [line.strip() for line in text.replace("\r\n", "\n").split("\n")]
+    full = max((len(line) for line in lines), default=0)
+    out = ""
+    for before, line in zip(["", *lines], lines, strict=False):
+        if not line or not out or not before:
+            out += ("\n" if out else "") + line  # after a blank line: a new paragraph, as the page has it
+        elif before.endswith(_SENTENCE_ENDS) or _LIST_ITEM.match(line):
+            out += "\n" + line
+        elif len(before) >= _WRAPPED_SHARE * full or not line[:1].isupper() and not _CJK.match(line):
+            out += ("" if _CJK.match(before[-1]) and _CJK.match(line) else " ") + line  # Chinese joins unspaced
+        else:
+            out += "\n\n" + line
+    return re.sub(r"\n{3,}", "\n\n", out).strip()
 
 
 _PDF_OUTPUTS = ("maximum_declared_stream_length", "array_based_stream_maximum_output_length",
