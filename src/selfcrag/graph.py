@@ -53,6 +53,7 @@ from selfcrag.nodes import (
 )
 from selfcrag.nodes.speculate import model_backend
 from selfcrag.state import InputState, OutputState, State
+from selfcrag.tool import SelfCragGraph
 
 if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
     from langchain_core.language_models import BaseChatModel
@@ -105,7 +106,8 @@ def build_graph(
     backend; else each run picks models or offline by its settings and the environment (`auto_components`).
     `settings` are the operator's (index, models, endpoints, caps; the environment fills the rest): a run's
     `context` may change only run settings, within the caps (the trust boundary in context.py).
-    `compile_kwargs` go to `StateGraph.compile` (e.g. `checkpointer=` for human review and multi-turn threads)."""
+    `compile_kwargs` go to `StateGraph.compile` (e.g. `checkpointer=` for human review and multi-turn threads).
+    The compiled graph's `as_tool()` takes a question and returns the answer, decision and sources (tool.py)."""
     if components is None:
         models_given = llm is not None or grader_llm is not None
         components = model_components(llm, grader_llm) if models_given else auto_components()
@@ -145,7 +147,7 @@ def build_graph(
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
     branch("human_review", routing.after_review, ["human_review", END])
-    return graph.compile(**compile_kwargs)
+    return SelfCragGraph.of(graph.compile(**compile_kwargs))  # `as_tool` made for models: selfcrag/tool.py
 
 
 # The graph `langgraph.json` serves. Cheap to build: models and the index load on first use, and each run uses

@@ -52,18 +52,18 @@ class Scores(TypedDict):
 
 
 # Chat history, merged by message id (LangGraph's `add_messages`, as in `MessagesState`): the run appends its
-# answer as an AI message, so Studio's chat view, a parent `MessagesState` graph and stream_mode="messages"
-# all see it, and a parent that passes its history in gets back the same messages plus one, never duplicates.
+# answer as an AI message (and, when the question came as `question`, the question first as a human message), so
+# Studio's chat view, a parent `MessagesState` graph and stream_mode="messages" all see it, and a parent that
+# passes its history in gets back the same messages plus the new ones, never duplicates.
 Messages = Annotated[list[AnyMessage], add_messages]
 
 
 class InputState(BaseModel):
     """What a run takes: `question`, or chat `messages` whose last user message is the question; either may be
-    left out. A pydantic model with defaults, not a TypedDict, because that is the schema a tool is made from:
-    `graph.as_tool()` (langchain_core) takes a model input schema as the tool's arguments as it is, but turns
-    a TypedDict's keys into required arguments whatever its totality, so `{"question": ...}` failed for want of
-    `messages`. LangGraph writes only the keys a caller sends, and validates none: a question that is not text
-    still meets `prepare`'s one-line error."""
+    left out. A pydantic model with defaults, not a TypedDict: langchain_core turns a TypedDict's keys into required
+    arguments whatever its totality (so `{"question": ...}` once failed as a tool call for want of `messages`).
+    The graph's tool no longer takes this schema (it takes `question` alone: tool.py). LangGraph writes only the
+    keys a caller sends, and validates none: a question that is not text still meets `prepare`'s one-line error."""
 
     question: str = Field(default="", description="The question. Empty: the last user message in `messages`.")
     messages: Messages = Field(default_factory=list, description="Chat history; the answer is appended to it.")

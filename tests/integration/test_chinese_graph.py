@@ -10,6 +10,7 @@ from selfcrag import Context, ask
 from selfcrag.cli import main
 from selfcrag.components.loaded_indexes import sample_index
 from selfcrag.components.text import numbers
+from selfcrag.language import language_of
 
 DATA = Path(__file__).parents[1] / "data"
 QUESTIONS = [json.loads(line) for line in (DATA / "sample_questions_zh.jsonl").read_text(encoding="utf-8")
@@ -65,15 +66,18 @@ def test_english_questions_still_cite_english_documents():
 def test_chinese_question_set_hit_and_abstention_rates():
     """Most answerable questions cite the right Chinese document; most unanswerable ones abstain."""
     hits = 0
-    for q in ANSWERABLE:
-        result = ask(q["question"])
+    answered = [ask(q["question"]) for q in ANSWERABLE]
+    for q, result in zip(ANSWERABLE, answered, strict=True):
         if result["decision"] != "abstain" and q["doc_id"] in [c["doc_id"] for c in result["citations"]]:
             hits += 1
     abstentions = [ask(q["question"]) for q in UNANSWERABLE]
     abstained = sum(r["decision"] == "abstain" for r in abstentions)
     assert hits >= 0.8 * len(ANSWERABLE), f"{hits}/{len(ANSWERABLE)} answerable questions cited the right doc"
     assert abstained >= 0.75 * len(UNANSWERABLE), f"{abstained}/{len(UNANSWERABLE)} unanswerable abstained"
-    assert all(r["answer"].startswith("我不知道") for r in abstentions if r["decision"] == "abstain")
+    # Every abstention is in Chinese and says what was missing, in Chinese too.
+    for result in [r for r in answered + abstentions if r["decision"] == "abstain"]:
+        assert result["answer"].startswith("我不知道") and "缺少的信息：" in result["answer"], result["answer"]
+        assert result["missing"] and language_of(result["missing"]) == "zh", result["missing"]
 
 
 def test_cli_answers_a_chinese_question_with_its_sources(capsys):

@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
+from support.pdf import write_pdf
 from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, LocalEmbeddings, ask, build_graph, ingest, load_index
@@ -187,3 +188,19 @@ def test_a_damaged_hash_file_costs_a_warning_and_no_embedding(tmp_path: Path, ca
     assert counting.texts == [] and report.reused > 0  # ... but every text still has its vector
     assert "ignoring documents.json" in caplog.text
     assert ingest(docs, tmp_path / "index", append=True).unchanged == 2  # the append wrote the hashes again
+
+
+def test_a_pdf_answer_cites_the_page_it_came_from(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_pdf(docs / "manual.pdf", ["Setup", "Plug the charger into a wall socket before the first use."], "Manual",
+              ["Warranty", "The warranty on the Quellport kettle lasts two", "years from the day of delivery."],
+              ["Batteries", "The remote control takes two AAA batteries."])
+    ingest(docs, tmp_path / "index", embeddings=LocalEmbeddings())
+    result = ask("How long does the warranty on the kettle last?",
+                 compiled_graph=build_graph(settings=Context(index_dir=str(tmp_path / "index"))))
+    assert result["decision"] in ("answer", "answer_with_caveat")
+    # The sentence the PDF wrapped over two lines is quoted as one line, without the heading above it, and its
+    # citation names its page.
+    assert result["answer"].startswith("The warranty on the Quellport kettle lasts two years from the day of delivery.")
+    assert [(c["doc_id"], c["source"]) for c in result["citations"]] == [("manual/page-2", "docs/manual.pdf#page=2")]

@@ -92,6 +92,7 @@ def test_a_bad_reply_then_a_reject_abstains_with_what_was_missing(graph):
     graph.invoke(Command(resume=[]), thread, context=SETTINGS)
     done = graph.invoke(Command(resume={"action": "reject", "note": "policy changed"}), thread, context=SETTINGS)
     assert done["decision"] == "abstain" and done["answer"].startswith("I don't know")
+    assert done["missing"] and done["missing"] in done["answer"]  # a rejected hand-off says why too
     assert done["citations"] == []
     assert graph.get_state(thread).values["review"] == {"action": "reject", "note": "policy changed"}
 

@@ -77,7 +77,8 @@ def test_thread_run_returns_answer_citations_and_decision(client, assistant_id):
     assert result["citations"] and all(f"[{c['ref']}]" in result["answer"] for c in result["citations"])
     assert any(c["doc_id"] == "returns_policy" for c in result["citations"])
     assert [s["node"] for s in result["trace"]][0] == "prepare"
-    # The answer closes the thread's chat history as an AI message carrying its citations.
+    # The answer closes the thread's chat history as an AI message carrying its citations, after the question.
+    assert [(m["type"], m["content"]) for m in result["messages"]] == [("human", RETURNS), ("ai", result["answer"])]
     message = result["messages"][-1]
     assert message["type"] == "ai" and message["content"] == result["answer"]
     assert message["additional_kwargs"]["citations"] == result["citations"]
@@ -107,8 +108,10 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
     progress = [e["text"] for e in events["custom"]]
     assert any(t.startswith("graded 5 documents: ") for t in progress), progress
     assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}
-    # The offline generator copies sentences, so there are no tokens: `messages` carries the answer message.
-    (complete,) = events["messages/complete"]
+    # The offline generator copies sentences, so there are no tokens: `messages` carries the question as it enters
+    # the history, then the answer message.
+    question, complete = events["messages/complete"]
+    assert question[-1]["type"] == "human" and question[-1]["content"] == RETURNS
     final = events["updates"][-1]["finalize"]
     assert complete[-1]["type"] == "ai" and complete[-1]["content"] == final["messages"][-1]["content"]
     assert "[doc_" in complete[-1]["content"]

@@ -8,7 +8,10 @@ import os
 import subprocess
 import sys
 
-from selfcrag import ask
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from selfcrag import ask, build_graph
 from selfcrag.store.threads import config, persistent
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
@@ -67,3 +70,15 @@ def test_without_a_usable_store_a_one_off_question_still_runs_and_a_thread_is_re
     proc = cli("ask", RETURNS, "--thread", "t", env=env)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "cannot open" in proc.stderr
+
+
+def test_a_turn_sent_as_question_keeps_the_users_words_in_the_thread_once():
+    graph = build_graph(checkpointer=InMemorySaver())
+    thread = config("question-turns")
+    graph.invoke({"question": RETURNS}, thread)
+    graph.invoke({"messages": [HumanMessage(REFUNDS)]}, thread)  # a chat turn: its message is not added again
+    graph.invoke({"question": RETURNS, "messages": [HumanMessage(RETURNS)]}, thread)  # both: once
+    messages = graph.get_state(thread).values["messages"]
+    assert [(m.type, m.content) for m in messages if m.type == "human"] == [("human", RETURNS), ("human", REFUNDS),
+                                                                          ("human", RETURNS)]
+    assert [m.type for m in messages] == ["human", "ai"] * 3

@@ -1,5 +1,5 @@
-"""Reading each file type from real small files (the PDF and DOCX written here byte by byte, as their formats say),
-folders that report what they cannot read, and LangChain Documents in."""
+"""Reading each file type from real small files (the DOCX written here and the PDF in support/pdf.py byte by byte, as
+their formats say), folders that report what they cannot read, and LangChain Documents in."""
 
 from __future__ import annotations
 
@@ -9,37 +9,11 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
+from support.pdf import write_pdf
 
 from selfcrag.components import loaders
-from selfcrag.components.documents import IngestError, read_documents
-
-
-def write_pdf(path: Path, lines: list[str], title: str = "") -> Path:
-    """A one-page PDF with `lines` in Helvetica and an optional document title: objects, then the xref table of
-    their byte offsets, then the trailer."""
-    text = " ".join(f"({line}) Tj T*" for line in lines)
-    content = f"BT /F1 12 Tf 14 TL 72 720 Td {text} ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        f"<< /Title ({title}) >>".encode(),
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    info = b" /Info 6 0 R" if title else b""
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
-    path.write_bytes(bytes(out))
-    return path
+from selfcrag.components.documents import IngestError, chunk_documents, read_documents
+from selfcrag.components.text import split_sentences
 
 
 def write_docx(path: Path, paragraphs: list[str]) -> Path:
@@ -74,7 +48,17 @@ def test_html_keeps_visible_text_and_the_title_and_drops_scripts_and_styles(tmp_
     (doc,) = read_documents([page]).documents
 
     assert (doc.doc_id, doc.title, doc.source) == ("shipping", "Shipping & rates", "shipping.html")
-    assert doc.text == "Express\nExpress costs 12 écus.\nStandard shipping is free."
+    assert doc.text == "Express\n\nExpress costs 12 écus.\nStandard shipping is free."
+
+
+def test_an_html_heading_is_a_sentence_of_its_own(tmp_path: Path) -> None:
+    page = tmp_path / "returns.html"
+    page.write_text("<h2>Return window</h2><p>You have 30 days to return an item.</p>"
+                    "<h3>Refunds</h3>Refunds take 5 days.", encoding="utf-8")
+    (doc,) = read_documents([page]).documents
+    (chunk,) = chunk_documents([doc])
+    assert split_sentences(chunk.text) == ["Return window", "You have 30 days to return an item.", "Refunds",
+                                           "Refunds take 5 days."]
 
 
 def test_csv_is_one_document_per_row_with_its_column_names(tmp_path: Path) -> None:
@@ -98,6 +82,40 @@ def test_pdf_reads_its_text_and_its_own_title(tmp_path: Path) -> None:
     untitled = write_pdf(tmp_path / "care_guide.pdf", ["Wash at 30 degrees."])
     (doc,) = read_documents([untitled]).documents
     assert (doc.title, doc.text.strip()) == ("care guide", "Wash at 30 degrees.")
+
+
+def test_a_pdf_is_one_document_per_page_and_its_source_names_the_page(tmp_path: Path) -> None:
+    pdf = write_pdf(tmp_path / "manual.pdf", ["Setup", "Plug the charger in."], "Manual",
+                    ["Warranty", "The warranty lasts two", "years from the day of", "delivery."],
+                    ["Batteries: six months."])
+    docs = read_documents([pdf]).documents
+    assert [(d.doc_id, d.title, d.source) for d in docs] == [
+        ("manual/page-1", "Manual", "manual.pdf#page=1"), ("manual/page-2", "Manual", "manual.pdf#page=2"),
+        ("manual/page-3", "Manual", "manual.pdf#page=3")]
+    # The lines one sentence was wrapped into are one line again; the heading above it is its own paragraph.
+    assert docs[1].text == "Warranty\n\nThe warranty lasts two years from the day of delivery."
+    assert [c.source for c in chunk_documents(docs)] == ["manual.pdf#page=1", "manual.pdf#page=2",
+                                                         "manual.pdf#page=3"]
+
+
+def test_unwrapping_joins_wrapped_lines_and_keeps_paragraphs_headings_and_lists() -> None:
+    text = ("Returns\nItems can be returned within\n30 days of delivery.\n\nRefunds are paid to the\ncard used.\n"
+            "- Boxes\n")
+    assert loaders.unwrap(text) == ("Returns\n\nItems can be returned within 30 days of delivery.\n\n"
+                                    "Refunds are paid to the card used.\n- Boxes")
+    # A line the width cut before a capitalised name goes on; a short line before one is a heading.
+    assert loaders.unwrap("Write to our support team through\nParcelly Chat.\nHours\nEvery day.") == \
+        "Write to our support team through Parcelly Chat.\nHours\n\nEvery day."
+    assert loaders.unwrap("退货须在收到商品后\n三十天内申请。\n运费") == "退货须在收到商品后三十天内申请。\n运费"
+
+
+def test_pdf_and_docx_need_only_the_loaders_extra_not_langchain_community(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("langchain_community", "langchain_community.document_loaders"):  # as if it were not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    pdf = write_pdf(tmp_path / "terms.pdf", ["Terms apply."])
+    docx = write_docx(tmp_path / "memo.docx", ["A memo."])
+    assert [d.text.strip() for d in read_documents([pdf, docx], strict=True).documents] == ["Terms apply.", "A memo."]
 
 
 def test_docx_reads_its_paragraphs(tmp_path: Path) -> None:
@@ -131,7 +149,8 @@ def test_a_folder_reads_every_type_and_reports_what_it_cannot_read(tmp_path: Pat
 
     loaded = read_documents([root])
 
-    assert sorted(d.doc_id for d in loaded.documents) == ["faq", "j1", "memo", "page", "sub/rows/row-1", "sub/terms"]
+    assert sorted(d.doc_id for d in loaded.documents) == ["faq", "j1", "memo", "page", "sub/rows/row-1",
+                                                         "sub/terms/page-1"]
     reasons = {Path(s.file).name: s.reason for s in loaded.skipped}
     assert set(reasons) == {"slides.pptx", "broken.pdf", "notes"}
     assert reasons["slides.pptx"].startswith("unsupported file type .pptx; ingest reads .md, ")

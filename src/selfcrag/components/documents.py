@@ -118,7 +118,10 @@ class _Collector:
             if part.text.strip():
                 title = part.title or _title(part.text, path.stem)
                 part_id = f"{doc_id}/{part.key}" if part.key else doc_id
-                self.add(SourceDocument(doc_id=part_id, title=title, source=source, text=part.text), path)
+                # A page is named in the source as a PDF viewer opens it (RFC 8118), so every index keeps it and
+                # every citation shows it: "manual.pdf#page=2".
+                where = f"{source}#page={part.page}" if part.page else source
+                self.add(SourceDocument(doc_id=part_id, title=title, source=where, text=part.text), path)
 
 
 def _folder_documents(root: Path, out: _Collector) -> None:

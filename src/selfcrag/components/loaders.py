@@ -10,10 +10,16 @@ DOCX file. documents.py decides ids, default titles and what a failure costs; th
   is asked about ("what does plan X cost?"), a whole file would be cut into chunks across rows, and a row-level id
   lets `--append` replace one changed row without re-embedding the rest. Read with the stdlib `csv` module rather
   than `CSVLoader`, which keeps blank cells and reports every fault as one generic RuntimeError.
-- `.pdf`: langchain-community's `PyPDFLoader` (pypdf), the whole file as one document, the PDF's own title.
-- `.docx`: langchain-community's `Docx2txtLoader` (docx2txt).
+- `.pdf`: pypdf, one document per page (`Part.page`, 1-based: a citation can say where), the PDF's own title.
+  Lines a paragraph was wrapped into are joined again and a heading ends its paragraph (`unwrap`), so an answer
+  quoting a sentence carries neither a line break nor the heading above it.
+- `.docx`: docx2txt.
 
-HTML, PDF and DOCX need the `loaders` extra; a file whose package is missing fails with one line naming it.
+Read with pypdf and docx2txt directly, not through langchain-community's loaders: those are thin wrappers over the
+same calls, and langchain-community with its dependencies is some 80 MB that only ingest would use.
+
+HTML, PDF and DOCX need the `loaders` extra (beautifulsoup4, pypdf, docx2txt); a file whose package is missing
+fails with one line naming it.
 
 Every read is bounded (`Limits`, the operator's `max_ingest_*` settings): a file larger than the cap is refused
 before it is opened, text is read in a stream and refused past the document cap, a DOCX whose zip members unpack
@@ -26,7 +32,6 @@ from __future__ import annotations
 import csv
 import importlib.util
 import re
-import warnings
 import zipfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -48,6 +53,15 @@ _HIDDEN_STYLE = re.compile(
 _BLOCKS = ("p", "div", "br", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "tr", "pre", "blockquote",
            "section", "article", "header", "footer", "aside", "nav", "main", "table", "ul", "ol", "dl", "figcaption",
            "hr", "address", "details", "summary")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_PARAGRAPH = "\u2029"  # Unicode's paragraph separator: where a heading ended
+# PDF text has a line break wherever the page's width ran out. A line at least this share of the page's longest
+# line was cut by the width (it goes on in the next line); a shorter one that ends no sentence is a heading or a
+# label. (Ragged-right lines vary by a few words; headings are a few words.)
+_WRAPPED_SHARE = 0.6
+_SENTENCE_ENDS = tuple(".!?:;。！？：；")
+_LIST_ITEM = re.compile(r"[-*•·▪◦]\s|\d+[.)]\s")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
 # Files a folder may hold that are nobody's document: OS thumbnails and folder settings.
 _OS_FILES = frozenset({"thumbs.db", "desktop.ini"})
 
@@ -92,6 +106,7 @@ class Part:
     text: str
     title: str | None = None
     key: str = ""
+    page: int | None = None  # a PDF's page, from 1
 
 
 def ignored(relative: PurePath) -> bool:
@@ -172,8 +187,14 @@ def _html(path: Path, limits: Limits) -> list[Part]:
     for element in soup(_BLOCKS):
         element.insert_before("\n")
         element.insert_after("\n")
-    lines = (line.strip() for line in soup.get_text().split("\n"))
-    return [Part("\n".join(line for line in lines if line), title or None)]
+    # A heading ends a paragraph: without a blank line after it, "Express" and the sentence below it were read as
+    # one sentence and quoted as one. (Every whitespace in the page's own text became a space above, so the
+    # paragraph separator marks only these.)
+    for element in soup(_HEADINGS):
+        element.insert_after(_PARAGRAPH)
+    lines = (line.strip(" ") for line in soup.get_text().split("\n"))  # only spaces are left besides the marks
+    text = "\n".join(line for line in lines if line)
+    return [Part(text.replace(f"{_PARAGRAPH}\n", "\n\n").replace(_PARAGRAPH, ""), title or None)]
 
 
 def _hidden(element: object) -> bool:
@@ -198,28 +219,44 @@ def _csv(path: Path, limits: Limits) -> list[Part]:
     return parts
 
 
-def _langchain_loader(loader: object) -> str:
-    with warnings.catch_warnings():  # langchain-community warns about its own future on import, every time
-        warnings.simplefilter("ignore", DeprecationWarning)
-        documents = loader.load()  # type: ignore[attr-defined]
-    return "\n\n".join(doc.page_content for doc in documents)
-
-
 def _pdf(path: Path, limits: Limits) -> list[Part]:
-    with warnings.catch_warnings(), _pdf_limits(limits.unpacked_bytes):
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from langchain_community.document_loaders import PyPDFLoader
+    from pypdf import PdfReader
 
+    with _pdf_limits(limits.unpacked_bytes):
         try:
-            (document,) = PyPDFLoader(str(path), mode="single").load()
+            reader = PdfReader(path)
+            pages = [page.extract_text() or "" for page in reader.pages]
+            title = reader.metadata.title if reader.metadata else None
         except Exception as exc:
             if type(exc).__name__ != "LimitReachedError":
                 raise
             raise Unreadable(f"a stream decompresses past the {_size(limits.unpacked_bytes)} cap "
                              "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?"
                              ) from None
-    title = document.metadata.get("title")
-    return [Part(document.page_content, title.strip() if isinstance(title, str) and title.strip() else None)]
+    if problem := limits.too_long("\n\n".join(pages)):  # the cap is on the file's text, as for any other file
+        raise Unreadable(problem)
+    title = title.strip() if isinstance(title, str) and title.strip() else None
+    return [Part(unwrap(text), title, key=f"page-{number}", page=number)
+            for number, text in enumerate(pages, 1) if text.strip()]
+
+
+def unwrap(text: str) -> str:
+    """PDF text as paragraphs: the lines the page's width cut a paragraph into are one line again, and a heading
+    (a short line that ends no sentence, before a capital) ends its paragraph, so neither a line break nor the
+    heading is quoted inside an answer's sentence. Blank lines, list items and lines that end a sentence stay."""
+    lines = [line.strip() for line in text.replace("\r\n", "\n").split("\n")]
+    full = max((len(line) for line in lines), default=0)
+    out = ""
+    for before, line in zip(["", *lines], lines, strict=False):
+        if not line or not out or not before:
+            out += ("\n" if out else "") + line  # after a blank line: a new paragraph, as the page has it
+        elif before.endswith(_SENTENCE_ENDS) or _LIST_ITEM.match(line):
+            out += "\n" + line
+        elif len(before) >= _WRAPPED_SHARE * full or not line[:1].isupper() and not _CJK.match(line):
+            out += ("" if _CJK.match(before[-1]) and _CJK.match(line) else " ") + line  # Chinese joins unspaced
+        else:
+            out += "\n\n" + line
+    return re.sub(r"\n{3,}", "\n\n", out).strip()
 
 
 _PDF_OUTPUTS = ("maximum_declared_stream_length", "array_based_stream_maximum_output_length",
@@ -248,11 +285,9 @@ def _docx(path: Path, limits: Limits) -> list[Part]:
     if unpacked > limits.unpacked_bytes:
         raise Unreadable(f"unpacks to {_size(unpacked)}, above the {_size(limits.unpacked_bytes)} cap "
                          "(max_ingest_unpacked_bytes, SELFCRAG_MAX_INGEST_UNPACKED_BYTES): a decompression bomb?")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from langchain_community.document_loaders import Docx2txtLoader
+    import docx2txt
 
-        return [Part(_langchain_loader(Docx2txtLoader(str(path))))]
+    return [Part(docx2txt.process(str(path)))]
 
 
 _READERS = {".md": _text, ".markdown": _text, ".txt": _text, ".html": _html, ".htm": _html, ".csv": _csv,

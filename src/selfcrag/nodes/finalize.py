@@ -43,7 +43,8 @@ def unreadable_reason(state: State, language: Language) -> str:
 
 
 def missing_evidence(state: State) -> str:
-    """What the evidence lacked, from the most specific signal available, in the question's language."""
+    """What the evidence lacked, from the most specific signal available, in the question's language; never
+    empty (the last resort says the answer found was unclear, or that none was found)."""
     language = language_of(state.get("question", ""))
     if unreadable := unreadable_reason(state, language):
         return unreadable
@@ -59,9 +60,10 @@ def missing_evidence(state: State) -> str:
         _, absent = coverage(terms, passages)
         if passages and absent:
             return messages.phrase("not_retrieved", language, messages.listing(absent, language))
-        asked = join_pairs(list(terms.values()))  # Chinese as asked (手机应用), not as pairs
-        return messages.phrase("not_in_kb", language, messages.listing(asked, language))
-    return ""
+        if asked := join_pairs(list(terms.values())):  # Chinese as asked (手机应用), not as pairs
+            return messages.phrase("not_in_kb", language, messages.listing(asked, language))
+    # No signal names a gap, yet the run trusts no answer: an abstention or a hand-off still says why.
+    return messages.phrase("unclear_answer" if state.get("answer") else "no_supported_answer", language)
 
 
 TRIAD = ("context_relevance", "groundedness", "answer_relevance")

@@ -86,6 +86,18 @@ def history_from(state: State, settings: Context) -> list[Turn]:
     return turns[::-1]
 
 
+def _question_message(state: State, question: str) -> dict[str, Any]:
+    """A question sent as `question` enters the chat history as the user's message, before the answer
+    finalize appends: a thread (Studio's chat view, the next turn's history) shows who asked what. A turn that
+    came as `messages` holds it already, and so does one that sent both: nothing is added."""
+    messages = state.get("messages") or []
+    if not (state.get("question") or "").strip():  # the question is the last user message
+        return {}
+    if messages and _is_user_message(messages[-1]) and clean_text(_text_of(messages[-1])) == question:
+        return {}
+    return {"messages": [HumanMessage(question)]}
+
+
 def _is_ai_message(message: AnyMessage | dict[str, Any]) -> bool:
     if isinstance(message, dict):
         return message.get("role") in ("assistant", "ai") or message.get("type") == "ai"
@@ -120,6 +132,7 @@ def make(components: Components) -> NodeFunction:
                                      "the question is empty: pass `question` or a user message in `messages`")
         web = settings.web_search and components.web.available
         return {
+            **_question_message(state, question),
             "question": question,
             "asked": "",
             "query": question,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from selfcrag.language import Language
 
-VERSION = "messages/3"
+VERSION = "messages/4"
 
 _ABSTAIN: dict[Language, str] = {
     "en": "I don't know: the available evidence does not answer this question.",
@@ -49,6 +49,10 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
     "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
                               "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
+    # What an abstention says when no check named a gap: the answer found was judged unclear, or none was found.
+    "unclear_answer": {"en": "the answer the passages found support does not clearly answer the question",
+                       "zh": "找到的段落所支持的回答没有明确回答这个问题"},
+    "no_supported_answer": {"en": "no passage found supports an answer", "zh": "找到的段落都不足以支持回答"},
     "awaits_review": {"en": "This answer awaits review by a person; it will be shown once it is reviewed.",
                       "zh": "这个回答正在等待人工审核，审核通过后才会显示。"},
 }
