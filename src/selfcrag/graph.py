@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~
 
 NODES = (prepare, contextualize, retrieve, grade_documents, speculate, adopt_draft, refine, web_search, generate,
          check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
+NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
 MODEL_NODES = {"contextualize", "grade_documents", "speculate", "refine", "web_search", "generate",
                "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 
@@ -145,7 +146,7 @@ def build_graph(
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
     branch("human_review", routing.after_review, ["human_review", END])
-    return graph.compile(**compile_kwargs)
+    return graph.compile(**{"name": NAME, **compile_kwargs})
 
 
 # The graph `langgraph.json` serves. Cheap to build: models and the index load on first use, and each run uses

@@ -24,6 +24,8 @@ from typing_extensions import TypedDict
 from selfcrag.components.documents import IngestError
 from selfcrag.context import Context, resolve
 
+NAME = "selfcrag-indexer"  # of the compiled graph, as traces show it
+
 
 class IndexerInput(TypedDict):
     documents: list[dict[str, Any]]
@@ -114,7 +116,7 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
     graph.add_node("index_documents", index_documents)
     graph.add_edge(START, "index_documents")
     graph.add_edge("index_documents", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 graph = build_indexer()
