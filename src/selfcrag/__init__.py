@@ -12,14 +12,39 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from selfcrag.cli import CliError
 from selfcrag.components.backend import Components, model_components, offline_components
+from selfcrag.components.base import EmbeddingModelError, WebSearchError
+from selfcrag.components.documents import IngestError
+from selfcrag.components.index_files import DamagedFile
 from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
-from selfcrag.context import Context
+from selfcrag.components.llm.calls import BudgetSpent, RunTimeSpent, TotalTimeoutError
+from selfcrag.components.llm.faults import ModelConfigError
+from selfcrag.components.llm.local_server import LocalModelError
+from selfcrag.components.llm.structured import MethodUnavailable
+from selfcrag.components.loaders import Unreadable
+from selfcrag.context import Context, SettingsError
+from selfcrag.errors import SelfcragError
+from selfcrag.evaluation.calibrate import CalibrationDataError
+from selfcrag.evaluation.questions import QuestionFileError
 from selfcrag.graph import build_graph, graph
+from selfcrag.identities import IdentityError
 from selfcrag.ingestion import ingest
+from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
+from selfcrag.quality.calibration import CalibrationError
+from selfcrag.store.db import StoreError
+from selfcrag.store.leases import ThreadBusyError
+from selfcrag.store.reviews import ReviewError
+from selfcrag.testing import FakeModelError
 
 __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
-           "load_index", "model_components", "offline_components"]
+           "load_index", "model_components", "offline_components",
+           # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
+           "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "DamagedFile", "EmbeddingModelError",
+           "EmptyQuestionError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
+           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ReviewError",
+           "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError", "TotalTimeoutError",
+           "Unreadable", "WebSearchError"]  # fmt: skip
 
 try:  # one source of truth: pyproject.toml's version, as installed
     __version__ = version("selfcrag")

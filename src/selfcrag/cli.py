@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import SelfcragError
+
 EXIT_USAGE = 2
 EXIT_ERROR = 1
 
 
-class CliError(Exception):
+class CliError(SelfcragError):
     """A user-facing error: printed as one line."""
 
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from selfcrag.errors import SelfcragError
+
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
 
@@ -27,7 +29,7 @@ ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Con
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
 
 
-class SettingsError(ValueError):
+class SettingsError(SelfcragError, ValueError):
     """A run asked for a setting it may not choose, or beyond the operator's cap: one line for the caller."""
 
 

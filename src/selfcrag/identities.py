@@ -20,11 +20,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from selfcrag.errors import SelfcragError
+
 ROLES = ("asker", "reviewer", "operator")
 FILE_VARIABLE = "SELFCRAG_AUTH_FILE"
 
 
-class IdentityError(ValueError):
+class IdentityError(SelfcragError, ValueError):
     """The identity file is missing or malformed, or an entry is bad: one line for the operator."""
 
 

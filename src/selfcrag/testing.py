@@ -39,6 +39,7 @@ from selfcrag.components.base import Turn
 from selfcrag.components.contextualize import carry_subject
 from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import split_sentences
+from selfcrag.errors import SelfcragError
 
 # The reply schema's title -> the role (the pydantic models of components/llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
@@ -50,7 +51,7 @@ _QUESTION = re.compile(r"^(?:Last )?[Qq]uestion: (.*)$", re.M)
 _USER_TURN = re.compile(r"^User: (.*)$", re.M)
 
 
-class FakeModelError(RuntimeError):
+class FakeModelError(SelfcragError, RuntimeError):
     """A scripted model fault (`fail=`)."""
 
 

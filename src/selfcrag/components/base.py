@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal, NotRequired, Protocol
 import numpy as np
 from typing_extensions import TypedDict
 
+from selfcrag.errors import SelfcragError
+
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
@@ -174,11 +176,11 @@ class QueryRewriter(Protocol):
         ...
 
 
-class EmbeddingModelError(RuntimeError):
+class EmbeddingModelError(SelfcragError, RuntimeError):
     """The embedding model is missing, fails its checksum, or its endpoint cannot be used."""
 
 
-class WebSearchError(RuntimeError):
+class WebSearchError(SelfcragError, RuntimeError):
     """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
 
 

@@ -19,12 +19,13 @@ from selfcrag.components import folders, loaders
 from selfcrag.components.base import Passage
 from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
+from selfcrag.errors import SelfcragError
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
 
 
-class IngestError(ValueError):
+class IngestError(SelfcragError, ValueError):
     """Bad input to ingest or a missing/mismatched index; the message is one line for the user."""
 
 

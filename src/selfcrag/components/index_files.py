@@ -22,6 +22,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from selfcrag.errors import SelfcragError
+
 MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.npz"
 LEGACY_KEYWORDS = "bm25.json"  # the keyword index of indexes saved before bm25.npz: read, never written
 FILES = (MANIFEST, VECTORS, CHUNKS, KEYWORDS)
@@ -33,7 +35,7 @@ _FLAT_IP = b"IxFI"
 _HEADER = struct.Struct("<4siqqqBiQ")
 
 
-class DamagedFile(ValueError):
+class DamagedFile(SelfcragError, ValueError):
     """One file of an index is not what the others say; the message starts with the file's name."""
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.errors import SelfcragError
 from selfcrag.evaluation.metrics import aurc, auroc, ece
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.run import measure
@@ -40,7 +41,7 @@ MIN_GAIN = 0.002
 MIN_QUESTIONS = 20
 
 
-class CalibrationDataError(ValueError):
+class CalibrationDataError(SelfcragError, ValueError):
     """Too few labelled runs, or only one kind of label: nothing to fit. One line."""
 
 

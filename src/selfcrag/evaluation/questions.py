@@ -15,11 +15,13 @@ import string
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import SelfcragError
+
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
-class QuestionFileError(ValueError):
+class QuestionFileError(SelfcragError, ValueError):
     """A question file that cannot be read: one line for the user."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from selfcrag.errors import SelfcragError
 from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
@@ -65,7 +66,7 @@ SCHEMA = (
 )
 
 
-class StoreError(OSError):
+class StoreError(SelfcragError, OSError):
     """The database cannot be reached or used: one line for the user (an OSError: storage failed)."""
 
 

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from selfcrag.errors import SelfcragError
 from selfcrag.store.db import database
 
 LOG = logging.getLogger("selfcrag.store")
@@ -38,7 +39,7 @@ RENEW = "UPDATE selfcrag_turns SET expires_at = ? WHERE thread_id = ? AND holder
 FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ?"
 
 
-class ThreadBusyError(ValueError):
+class ThreadBusyError(SelfcragError, ValueError):
     """The thread cannot take a new question now (another turn holds it, or an answer awaits review)."""
 
 

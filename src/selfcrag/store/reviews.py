@@ -15,6 +15,7 @@ import json
 import time
 from typing import Any
 
+from selfcrag.errors import SelfcragError
 from selfcrag.store import leases
 from selfcrag.store.db import StoreError, database
 
@@ -32,7 +33,7 @@ ENQUEUE = """INSERT INTO selfcrag_reviews (thread_id, created_at, question, draf
     status = 'pending', resolved_at = NULL, answer = '', note = ''"""
 
 
-class ReviewError(ValueError):
+class ReviewError(SelfcragError, ValueError):
     """No such review, or it cannot be decided now: one line for the user."""
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfcrag.components.llm.faults import describe, is_transient, retry_after
+from selfcrag.errors import SelfcragError
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -70,15 +71,15 @@ def reply_chars(role: str, items: int = 1) -> int:
 # --- faults a call ends with before or instead of the model's reply ----------------------------------------------
 
 
-class BudgetSpent(RuntimeError):
+class BudgetSpent(SelfcragError, RuntimeError):
     """The run's model-call budget is spent: the call was not made."""
 
 
-class RunTimeSpent(RuntimeError):
+class RunTimeSpent(SelfcragError, RuntimeError):
     """The run's time limit is spent: the call was not made."""
 
 
-class TotalTimeoutError(TimeoutError):
+class TotalTimeoutError(SelfcragError, TimeoutError):
     """No complete reply by the call's deadline (however the server trickled it)."""
 
 

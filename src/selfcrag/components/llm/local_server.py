@@ -24,11 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import SelfcragError
+
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 CHUNK = 1 << 20
 
 
-class LocalModelError(RuntimeError):
+class LocalModelError(SelfcragError, RuntimeError):
     """The local model cannot be used: a package is missing, or the joined file is not the pinned one."""
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selfcrag.components.llm.calls import Outcome, call_all, max_tokens, reply_chars
 from selfcrag.components.llm.faults import describe, status_of
+from selfcrag.errors import SelfcragError
 from selfcrag.prompts.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def _request_only(structured: Any) -> Any:
     return first
 
 
-class MethodUnavailable(ValueError):
+class MethodUnavailable(SelfcragError, ValueError):
     """This model's structured output cannot be used without LangChain's parser: the next method is tried."""
 
 
