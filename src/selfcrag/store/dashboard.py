@@ -71,9 +71,9 @@ def _finish(axes: Any, title: str, ylabel: str, ylim: tuple[float, float] | None
         axes.set_ylim(*ylim)
     # A date axis: each point sits at its own time (labels as strings would merge equal ones into one point), and
     # the locator picks readable ticks (hours for a day, days for a week) in UTC, as the x values are.
-    locator = dates.AutoDateLocator(minticks=4, maxticks=9, tz=UTC)
+    locator = dates.AutoDateLocator(minticks=4, maxticks=9, tz=UTC)  # type: ignore[no-untyped-call]
     axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))
+    axes.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
     axes.set_xlim(x[0] - _step(x) / 2, x[-1] + _step(x) / 2)  # the whole window, up to now
     axes.set_xlabel("UTC", fontsize=8)
     axes.grid(alpha=0.3)
