@@ -14,6 +14,7 @@ else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datase
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from selfcrag.errors import SelfcragError
+from selfcrag.setting_names import check_environment, no_such_setting
 
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
@@ -57,7 +59,8 @@ class Context(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            problems = [f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            problems = [no_such_setting(str(e["loc"][0]), Context.model_fields) if e["type"] == "extra_forbidden"
+                        else f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
                         for e in exc.errors()]  # fmt: skip
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
@@ -348,7 +351,9 @@ class Context(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:
-        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given)."""
+        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given). A SELFCRAG_
+        variable that names nothing (a misspelling) is said once, with the nearest name."""
+        check_environment(cls.model_fields)
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = os.environ.get(f"{ENV_PREFIX}{name.upper()}")
@@ -358,15 +363,12 @@ class Context(BaseModel):
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
             settings = cls(**values)
-        except SettingsError as exc:
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
-            raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
-        try:
             settings.check_files()
-        except SettingsError as exc:
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if str(exc).startswith(n)]
+            return settings.within_caps()
+        except SettingsError as exc:  # say which variables the refused values came from
+            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items()
+                     if re.search(rf"(?<!\w){n}(?!\w)", str(exc))]  # fmt: skip
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
-        return settings.within_caps()
 
     def within_caps(self) -> Context:
         """The operator's settings with every run setting they left at its default brought within its cap: a

@@ -26,6 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -52,6 +53,7 @@ from selfcrag.nodes import (
     web_search,
 )
 from selfcrag.nodes.speculate import model_backend
+from selfcrag.setting_names import check_configurable
 from selfcrag.state import InputState, OutputState, State
 
 if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
@@ -78,6 +80,7 @@ def _with_settings(node: Callable[..., Any], base: Callable[[], Context]) -> Cal
         return node
 
     def with_settings(state: State, runtime: Runtime[Context]) -> Any:
+        check_configurable(get_config(), runtime.context, Context.model_fields)
         return node(state, runtime.override(context=resolve(runtime.context, base())))
 
     with_settings.__name__ = node.__name__
