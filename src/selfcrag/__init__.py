@@ -12,7 +12,6 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from selfcrag.cli import CliError
 from selfcrag.components.backend import Components, model_components, offline_components
 from selfcrag.components.base import EmbeddingModelError, WebSearchError
 from selfcrag.components.documents import IngestError
@@ -20,15 +19,13 @@ from selfcrag.components.index_files import DamagedFile
 from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.components.llm.calls import BudgetSpent, RunTimeSpent, TotalTimeoutError
 from selfcrag.components.llm.faults import ModelConfigError
-from selfcrag.components.llm.local_server import LocalModelError
 from selfcrag.components.llm.structured import MethodUnavailable
 from selfcrag.components.loaders import Unreadable
 from selfcrag.context import Context, SettingsError
-from selfcrag.errors import SelfcragError
+from selfcrag.errors import CliError, IdentityError, LocalModelError, SelfcragError
 from selfcrag.evaluation.calibrate import CalibrationDataError
 from selfcrag.evaluation.questions import QuestionFileError
 from selfcrag.graph import build_graph, graph
-from selfcrag.identities import IdentityError
 from selfcrag.ingestion import ingest
 from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
 from selfcrag.quality.calibration import CalibrationError

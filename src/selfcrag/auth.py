@@ -33,7 +33,8 @@ from uuid import UUID, uuid5
 from langgraph_sdk import Auth, get_client
 
 from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, SettingsError, looser_bar, resolve
-from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
+from selfcrag.errors import IdentityError
+from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
 from selfcrag.setting_names import no_such_setting
 

@@ -17,14 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from selfcrag.errors import SelfcragError
+from selfcrag.errors import CliError
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
-
-
-class CliError(SelfcragError):
-    """A user-facing error: printed as one line."""
 
 
 def quiet_libraries() -> None:

@@ -6,11 +6,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import selfcrag
 from selfcrag import SelfcragError
+
+ROOT = Path(__file__).parents[2]
 
 
 def defined_errors() -> dict[str, type[BaseException]]:
@@ -42,3 +47,14 @@ def test_errors_keep_the_bases_code_catches_them_by():
     assert issubclass(selfcrag.WebSearchError, RuntimeError)
     with pytest.raises(SelfcragError, match="k: Input should be greater than or equal to 1"):
         selfcrag.Context(k=0)  # one clause catches a bad setting
+
+
+def test_exporting_the_errors_imports_no_module_that_runs_as_a_program():
+    """`python -m selfcrag.cli` (and the others) would warn on every start if `import selfcrag` imported it first."""
+    programs = ["selfcrag.cli", "selfcrag.identities", "selfcrag.components.llm.local_server"]
+    probe = f"import sys, selfcrag; print([m for m in {programs!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    for program in programs:
+        source = (ROOT / "src" / Path(*program.split("."))).with_suffix(".py").read_text(encoding="utf-8")
+        assert '__name__ == "__main__"' in source, program  # still a program: else drop it from this list
