@@ -13,26 +13,36 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from selfcrag.components.backend import Components, model_components, offline_components
-from selfcrag.components.base import EmbeddingModelError, WebSearchError
-from selfcrag.components.documents import IngestError
-from selfcrag.components.index_files import DamagedFile
 from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
-from selfcrag.components.llm.calls import BudgetSpent, RunTimeSpent, TotalTimeoutError
-from selfcrag.components.llm.faults import ModelConfigError
-from selfcrag.components.llm.structured import MethodUnavailable
-from selfcrag.components.loaders import Unreadable
-from selfcrag.context import Context, SettingsError
-from selfcrag.errors import CliError, IdentityError, LocalModelError, SelfcragError
-from selfcrag.evaluation.calibrate import CalibrationDataError
-from selfcrag.evaluation.questions import QuestionFileError
+from selfcrag.context import Context
+from selfcrag.errors import (
+    BudgetSpent,
+    CalibrationDataError,
+    CalibrationError,
+    CliError,
+    DamagedFile,
+    EmbeddingModelError,
+    EmptyQuestionError,
+    FakeModelError,
+    IdentityError,
+    IngestError,
+    LocalModelError,
+    MethodUnavailable,
+    ModelConfigError,
+    QuestionError,
+    QuestionFileError,
+    ReviewError,
+    RunTimeSpent,
+    SelfcragError,
+    SettingsError,
+    StoreError,
+    ThreadBusyError,
+    TotalTimeoutError,
+    Unreadable,
+    WebSearchError,
+)
 from selfcrag.graph import build_graph, graph
 from selfcrag.ingestion import ingest
-from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
-from selfcrag.quality.calibration import CalibrationError
-from selfcrag.store.db import StoreError
-from selfcrag.store.leases import ThreadBusyError
-from selfcrag.store.reviews import ReviewError
-from selfcrag.testing import FakeModelError
 
 __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
            "load_index", "model_components", "offline_components",
@@ -64,7 +74,7 @@ def ask(
     continues that conversation, from any process; without one a new thread starts. The output adds `thread_id`
     and `turn`; a run paused for review adds `review` and waits in `selfcrag review list`. A graph compiled with
     its own checkpointer keeps its threads there. Without a usable store a one-off question still runs, unkept."""
-    from selfcrag.store.db import StoreError
+    from selfcrag.errors import StoreError
     from selfcrag.store.threads import ask_in_thread
 
     try:

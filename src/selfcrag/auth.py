@@ -32,8 +32,8 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, SettingsError, looser_bar, resolve
-from selfcrag.errors import IdentityError
+from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, looser_bar, resolve
+from selfcrag.errors import IdentityError, SettingsError
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
 from selfcrag.setting_names import no_such_setting

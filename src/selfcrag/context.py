@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from selfcrag.errors import SelfcragError
+from selfcrag.errors import SettingsError
 from selfcrag.setting_names import check_environment, no_such_setting
 
 if TYPE_CHECKING:
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
-
-
-class SettingsError(SelfcragError, ValueError):
-    """A run asked for a setting it may not choose, or beyond the operator's cap: one line for the caller."""
 
 
 def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
@@ -390,7 +386,8 @@ class Context(BaseModel):
         opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
         learn which files exist."""
         if self.calibration:
-            from selfcrag.quality.calibration import CalibrationError, load
+            from selfcrag.errors import CalibrationError
+            from selfcrag.quality.calibration import load
 
             try:
                 load(self.calibration)

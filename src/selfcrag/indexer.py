@@ -22,8 +22,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from selfcrag.components.documents import IngestError
 from selfcrag.context import Context, resolve
+from selfcrag.errors import IngestError
 from selfcrag.setting_names import check_configurable
 
 NAME = "selfcrag-indexer"  # of the compiled graph, as traces show it

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Literal, NotRequired, Protocol
 import numpy as np
 from typing_extensions import TypedDict
 
-from selfcrag.errors import SelfcragError
-
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
@@ -174,14 +172,6 @@ class QueryRewriter(Protocol):
     ) -> Rewrite:
         """A better query: for the knowledge base, or (for_web) a short keyword query for web search."""
         ...
-
-
-class EmbeddingModelError(SelfcragError, RuntimeError):
-    """The embedding model is missing, fails its checksum, or its endpoint cannot be used."""
-
-
-class WebSearchError(SelfcragError, RuntimeError):
-    """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
 
 
 class WebSearch(Protocol):

@@ -10,7 +10,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from selfcrag.components.redaction import redact
-from selfcrag.errors import SelfcragError
 
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -73,5 +72,3 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
-class ModelConfigError(SelfcragError, ValueError):
-    """The model settings cannot work (no key or server, unknown provider): a setup error, raised, not degraded."""
