@@ -15,11 +15,43 @@ from typing import Any
 from selfcrag.components.backend import Components, model_components, offline_components
 from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.context import Context
+from selfcrag.errors import (
+    BudgetSpent,
+    CalibrationDataError,
+    CalibrationError,
+    CliError,
+    DamagedFile,
+    EmbeddingModelError,
+    EmptyQuestionError,
+    FakeModelError,
+    IdentityError,
+    IngestError,
+    LocalModelError,
+    MethodUnavailable,
+    ModelConfigError,
+    QuestionError,
+    QuestionFileError,
+    ReviewError,
+    RunTimeSpent,
+    SelfcragError,
+    SettingsError,
+    StoreError,
+    ThreadBusyError,
+    TotalTimeoutError,
+    Unreadable,
+    WebSearchError,
+)
 from selfcrag.graph import build_graph, graph
 from selfcrag.ingestion import ingest
 
 __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
-           "load_index", "model_components", "offline_components"]
+           "load_index", "model_components", "offline_components",
+           # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
+           "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "DamagedFile", "EmbeddingModelError",
+           "EmptyQuestionError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
+           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ReviewError",
+           "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError", "TotalTimeoutError",
+           "Unreadable", "WebSearchError"]  # fmt: skip
 
 try:  # one source of truth: pyproject.toml's version, as installed
     __version__ = version("selfcrag")
@@ -42,7 +74,7 @@ def ask(
     continues that conversation, from any process; without one a new thread starts. The output adds `thread_id`
     and `turn`; a run paused for review adds `review` and waits in `selfcrag review list`. A graph compiled with
     its own checkpointer keeps its threads there. Without a usable store a one-off question still runs, unkept."""
-    from selfcrag.store.db import StoreError
+    from selfcrag.errors import StoreError
     from selfcrag.store.threads import ask_in_thread
 
     try:

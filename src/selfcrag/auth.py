@@ -32,9 +32,11 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, SettingsError, looser_bar, resolve
-from selfcrag.identities import FILE_VARIABLE, Identity, IdentityError, IdentityFile
+from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, looser_bar, resolve
+from selfcrag.errors import IdentityError, SettingsError
+from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
+from selfcrag.setting_names import no_such_setting
 
 auth = Auth()
 
@@ -51,6 +53,9 @@ STREAMING_RUN = re.compile(r"^(/threads/[^/]+)?/runs/stream$")
 THREAD = re.compile(r"^/threads/[^/]+/?$")  # threads.get: the thread with its values
 # What an asker may stream from a run that may be held for review: progress events carry no answer text.
 HELD_STREAM_MODES = {"custom"}
+# LangGraph's mark, in a run's configurable, that its caller sent `context` (the server copies configurable into the
+# context otherwise).
+CONTEXT_GIVEN = "__context_provided__"
 # The `indexer` graph's own assistant (LangGraph names a graph's assistant uuid5(its namespace, graph id)): it
 # writes the deployment's index, so only the operator runs it.
 INDEXER = str(uuid5(UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "indexer"))
@@ -261,14 +266,27 @@ def loosened(run: dict[str, Any], assistant: dict[str, Any]) -> list[str]:
         raise refuse(403, str(exc)) from None
 
 
+def unknown_settings(context: Any, configurable: dict[str, Any]) -> str:
+    """The keys of a run's `context` that name no setting, one phrase each ("" when none), for every caller: the
+    server drops such keys before the graph sees them, so a misspelt setting would run as if never sent. A
+    `context` LangGraph copied from `config["configurable"]` (no CONTEXT_GIVEN mark) is not checked: configurable
+    holds other keys too."""
+    if not isinstance(context, dict) or not configurable.get(CONTEXT_GIVEN):
+        return ""
+    return "; ".join(no_such_setting(str(name), Context.model_fields) for name in context
+                     if name not in Context.model_fields)  # fmt: skip
+
+
 @auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    kwargs = value.get("kwargs") or {}
+    configurable = (kwargs.get("config") or {}).get("configurable") or {}
+    if misspelt := unknown_settings(kwargs.get("context"), configurable):
+        raise refuse(422, f"invalid settings: {misspelt}")
     if role(ctx) == "operator":
         return None
     if str(value.get("assistant_id")) == INDEXER:
         raise refuse(403, "adding documents to the index is the operator's")
-    kwargs = value.get("kwargs") or {}
-    configurable = (kwargs.get("config") or {}).get("configurable") or {}
     if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):
         raise refuse(403, "only the operator pauses a run at a node (interrupt_before / interrupt_after)")
     if any(configurable.get(key) for key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map")):

@@ -17,12 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import CliError
+
 EXIT_USAGE = 2
 EXIT_ERROR = 1
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line."""
 
 
 def quiet_libraries() -> None:
@@ -90,7 +88,7 @@ def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, 
 def _thread_graph(chosen: dict[str, Any], needed: bool) -> Any:
     """The graph with the store's checkpointer, so the run is a thread turn and a paused run can be reviewed later.
     Without a usable store, a one-off question still runs (said on stderr); a named thread cannot."""
-    from selfcrag.store.db import StoreError
+    from selfcrag.errors import StoreError
     from selfcrag.store.threads import persistent
 
     try:
@@ -349,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     # at once and an unfinished turn is closed, instead of waiting for the lease to run out.
     if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
         signal.signal(signal.SIGTERM, _terminated)
-    from selfcrag.components.base import EmbeddingModelError
-    from selfcrag.components.documents import IngestError
+    from selfcrag.errors import EmbeddingModelError, IngestError
     from selfcrag.store.db import database_errors, failure_line
 
     quiet_libraries()

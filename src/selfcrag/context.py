@@ -14,21 +14,21 @@ else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datase
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from selfcrag.errors import SettingsError
+from selfcrag.setting_names import check_environment, no_such_setting
+
 if TYPE_CHECKING:
     from selfcrag.quality.thresholds import Thresholds
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
-
-
-class SettingsError(ValueError):
-    """A run asked for a setting it may not choose, or beyond the operator's cap: one line for the caller."""
 
 
 def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
@@ -55,7 +55,8 @@ class Context(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            problems = [f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            problems = [no_such_setting(str(e["loc"][0]), Context.model_fields) if e["type"] == "extra_forbidden"
+                        else f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
                         for e in exc.errors()]  # fmt: skip
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
@@ -346,7 +347,9 @@ class Context(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:
-        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given)."""
+        """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given). A SELFCRAG_
+        variable that names nothing (a misspelling) is said once, with the nearest name."""
+        check_environment(cls.model_fields)
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = os.environ.get(f"{ENV_PREFIX}{name.upper()}")
@@ -356,15 +359,12 @@ class Context(BaseModel):
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
             settings = cls(**values)
-        except SettingsError as exc:
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if f"{n}:" in str(exc)]
-            raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
-        try:
             settings.check_files()
-        except SettingsError as exc:
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items() if str(exc).startswith(n)]
+            return settings.within_caps()
+        except SettingsError as exc:  # say which variables the refused values came from
+            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items()
+                     if re.search(rf"(?<!\w){n}(?!\w)", str(exc))]  # fmt: skip
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
-        return settings.within_caps()
 
     def within_caps(self) -> Context:
         """The operator's settings with every run setting they left at its default brought within its cap: a
@@ -386,7 +386,8 @@ class Context(BaseModel):
         opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
         learn which files exist."""
         if self.calibration:
-            from selfcrag.quality.calibration import CalibrationError, load
+            from selfcrag.errors import CalibrationError
+            from selfcrag.quality.calibration import load
 
             try:
                 load(self.calibration)

@@ -26,6 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -52,6 +53,7 @@ from selfcrag.nodes import (
     web_search,
 )
 from selfcrag.nodes.speculate import model_backend
+from selfcrag.setting_names import check_configurable
 from selfcrag.state import InputState, OutputState, State
 from selfcrag.tool import SelfCragGraph
 
@@ -60,6 +62,7 @@ if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~
 
 NODES = (prepare, contextualize, retrieve, grade_documents, speculate, adopt_draft, refine, web_search, generate,
          check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
+NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
 MODEL_NODES = {"contextualize", "grade_documents", "speculate", "refine", "web_search", "generate",
                "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 
@@ -78,6 +81,7 @@ def _with_settings(node: Callable[..., Any], base: Callable[[], Context]) -> Cal
         return node
 
     def with_settings(state: State, runtime: Runtime[Context]) -> Any:
+        check_configurable(get_config(), runtime.context, Context.model_fields)
         return node(state, runtime.override(context=resolve(runtime.context, base())))
 
     with_settings.__name__ = node.__name__
@@ -147,7 +151,8 @@ def build_graph(
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
     branch("human_review", routing.after_review, ["human_review", END])
-    return SelfCragGraph.of(graph.compile(**compile_kwargs))  # `as_tool` made for models: selfcrag/tool.py
+    # `as_tool` made for models: selfcrag/tool.py
+    return SelfCragGraph.of(graph.compile(**{"name": NAME, **compile_kwargs}))
 
 
 # The graph `langgraph.json` serves. Cheap to build: models and the index load on first use, and each run uses

@@ -20,12 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from selfcrag.errors import IdentityError
+
 ROLES = ("asker", "reviewer", "operator")
 FILE_VARIABLE = "SELFCRAG_AUTH_FILE"
-
-
-class IdentityError(ValueError):
-    """The identity file is missing or malformed, or an entry is bad: one line for the operator."""
 
 
 @dataclass(frozen=True)

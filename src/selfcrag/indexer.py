@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from selfcrag.components.documents import IngestError
 from selfcrag.context import Context, resolve
+from selfcrag.errors import IngestError
+from selfcrag.setting_names import check_configurable
+
+NAME = "selfcrag-indexer"  # of the compiled graph, as traces show it
 
 
 class IndexerInput(TypedDict):
@@ -88,6 +92,7 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
     base = operator_settings(settings)
 
     def index_documents(state: IndexerState, runtime: Runtime[Context]) -> dict[str, Any]:
+        check_configurable(get_config(), runtime.context, Context.model_fields)
         operator = base()
         resolve(runtime.context, operator)  # a run that asks for an operator setting fails as in the selfcrag graph
         if not operator.allow_ingest:
@@ -114,7 +119,7 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
     graph.add_node("index_documents", index_documents)
     graph.add_edge(START, "index_documents")
     graph.add_edge("index_documents", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 graph = build_indexer()

@@ -39,6 +39,7 @@ from selfcrag.components.base import Turn
 from selfcrag.components.contextualize import carry_subject
 from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import split_sentences
+from selfcrag.errors import FakeModelError
 
 # The reply schema's title -> the role (the pydantic models of components/llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
@@ -48,10 +49,6 @@ _SCHEMA_TITLE = re.compile(r'matching this JSON schema: \{"title":\s*"(\w+)"')
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^(?:Last )?[Qq]uestion: (.*)$", re.M)
 _USER_TURN = re.compile(r"^User: (.*)$", re.M)
-
-
-class FakeModelError(RuntimeError):
-    """A scripted model fault (`fail=`)."""
 
 
 def covers_question(question: str, text: str) -> bool:

@@ -12,9 +12,8 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from support.embeddings_server import EmbeddingsServer, vector
 
-from selfcrag import Context, build_graph, offline_components
+from selfcrag import Context, EmbeddingModelError, build_graph, offline_components
 from selfcrag.cli import main
-from selfcrag.components.base import EmbeddingModelError
 from selfcrag.components.documents import IngestError, chunk_documents, load_documents
 from selfcrag.components.embeddings import LangChainEmbedder, embedder_for, openai_embedder
 from selfcrag.components.retrieval import HybridIndex

@@ -8,9 +8,11 @@ import logging
 import os
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 
 from selfcrag import ask, build_graph
-from selfcrag.store import runs
+from selfcrag.store import dashboard, runs
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 RETURNS = "How many days do I have to return an item?"
@@ -71,6 +73,45 @@ def test_report_writes_a_dashboard_with_plots(store_url, tmp_path):
         assert f'src="{plot}.png"' in page
         assert (tmp_path / "report" / f"{plot}.png").read_bytes().startswith(b"\x89PNG")
     assert "pass rate" in page and len(runs.recent(0)) == 2
+
+
+def test_report_draws_each_run_at_its_own_time_on_a_date_axis(store_url, tmp_path, monkeypatch):
+    """`selfcrag report --since 7d`, as cmd_report makes it: 24 spans of 7 hours, each its own point at its own time
+    (labels as strings once merged equal dates into 8 points and put today's runs days back)."""
+    from matplotlib import dates
+    from matplotlib.figure import Figure
+
+    drawn: dict[str, Figure] = {}
+    savefig = Figure.savefig
+
+    def keep(figure: Figure, path, *args, **kwargs):  # noqa: ANN001, ANN202 (the real savefig, and the figure kept)
+        drawn[os.path.basename(path)] = figure
+        return savefig(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    ask(RETURNS)
+    ask(UNKNOWN)
+    until = time.time()
+    since = until - 7 * 86400
+    recorded = runs.recent(since, until)
+    dashboard.write_report(recorded, since, until, tmp_path / "report")
+    assert set(drawn) == {"pass_rate.png", "groundedness.png", "decisions.png", "latency.png"}
+    start, end = datetime.fromtimestamp(since, tz=UTC), datetime.fromtimestamp(until, tz=UTC)
+    span = timedelta(days=7) / dashboard.BUCKETS
+    for name in ("pass_rate.png", "latency.png"):
+        axes = drawn[name].axes[0]
+        x = list(axes.lines[0].get_xdata(orig=True))
+        assert all(isinstance(t, datetime) for t in x), name
+        assert len(set(x)) == dashboard.BUCKETS and x == sorted(x)
+        assert start < x[0] < start + span and end - span < x[-1] < end
+        (left, right) = (dates.num2date(v) for v in axes.get_xlim())
+        assert abs(left - start) < timedelta(seconds=1) and abs(right - end) < timedelta(seconds=1)
+    decisions = drawn["decisions.png"].axes[0]
+    bars = [dates.num2date(bar.get_x() + bar.get_width() / 2) for bar in decisions.patches if bar.get_height() > 0]
+    assert bars, "no bar for the two runs"
+    for run in recorded:  # each run (today's) is drawn in the span of its own time
+        made = datetime.fromtimestamp(run["created_at"], tz=UTC)
+        assert any(abs(bar - made) <= span / 2 for bar in bars)
 
 
 def test_bad_windows_and_dates_are_one_line(store_url):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import WebSearchError
+from selfcrag import WebSearchError
 from selfcrag.components.text import content_words, numbers, split_sentences, words
 from selfcrag.components.web_search import TavilyWebSearch
 from selfcrag.context import Context, settings_of

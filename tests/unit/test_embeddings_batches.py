@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
+from selfcrag import EmbeddingModelError
 from selfcrag.components import vector_store
-from selfcrag.components.base import EmbeddingModelError
 from selfcrag.components.documents import SourceDocument, chunk_documents
 from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
 from selfcrag.components.minilm import BATCH_SIZE, TOKEN_BUDGET, session_threads, token_batches

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from selfcrag import Components, Context, build_graph
+from selfcrag import Components, Context, WebSearchError, build_graph
 from selfcrag.components.base import (
     AnswerGrade,
     Draft,
@@ -16,7 +16,6 @@ from selfcrag.components.base import (
     Refinement,
     Rewrite,
     Strip,
-    WebSearchError,
 )
 
 PASSAGE = Passage(id="p#0", doc_id="p", chunk_index=0, title="P", source="p.md", text="Returns take 30 days.",

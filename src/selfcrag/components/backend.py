@@ -113,7 +113,7 @@ class IndexEmbedder:
         return for_run(self.embedder, settings)
 
     def text_vectors(self, settings: Context) -> TextVectors | None:
-        from selfcrag.components.documents import IngestError
+        from selfcrag.errors import IngestError
 
         try:
             index = searched(self.retriever, self.embedder, settings)

@@ -174,14 +174,6 @@ class QueryRewriter(Protocol):
         ...
 
 
-class EmbeddingModelError(RuntimeError):
-    """The embedding model is missing, fails its checksum, or its endpoint cannot be used."""
-
-
-class WebSearchError(RuntimeError):
-    """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
-
-
 class WebSearch(Protocol):
     @property
     def available(self) -> bool: ...

@@ -19,13 +19,10 @@ from selfcrag.components import folders, loaders
 from selfcrag.components.base import Passage
 from selfcrag.components.sanitize import clean_document
 from selfcrag.components.text import approx_tokens, split_sentences
+from selfcrag.errors import IngestError, Unreadable
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
-
-
-class IngestError(ValueError):
-    """Bad input to ingest or a missing/mismatched index; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +108,7 @@ class _Collector:
     def file(self, path: Path, doc_id: str, source: str) -> None:
         try:
             parts = loaders.read_file(path, self.limits)
-        except loaders.Unreadable as exc:
+        except Unreadable as exc:
             self.skip(path, 0, str(exc))
             return
         for part in parts:  # an empty file adds nothing; an all-empty input is reported by read_documents

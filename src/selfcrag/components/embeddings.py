@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from selfcrag.components.base import EmbeddingModelError
 from selfcrag.components.minilm import OnnxMiniLM, TorchMiniLM, normalise
 from selfcrag.components.redaction import redact
+from selfcrag.errors import EmbeddingModelError
 from selfcrag.language import language_of
 
 if TYPE_CHECKING:

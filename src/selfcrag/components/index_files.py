@@ -22,6 +22,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from selfcrag.errors import DamagedFile
+
 MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.npz"
 LEGACY_KEYWORDS = "bm25.json"  # the keyword index of indexes saved before bm25.npz: read, never written
 FILES = (MANIFEST, VECTORS, CHUNKS, KEYWORDS)
@@ -31,10 +33,6 @@ CHUNK_FIELDS = {"id": str, "doc_id": str, "chunk_index": int, "title": str, "sou
 # metric (int32; 0 = inner product), then the vectors as a float array: its length (uint64) and the floats.
 _FLAT_IP = b"IxFI"
 _HEADER = struct.Struct("<4siqqqBiQ")
-
-
-class DamagedFile(ValueError):
-    """One file of an index is not what the others say; the message starts with the file's name."""
 
 
 def is_integer(value: object) -> bool:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from selfcrag.components import index_files
 from selfcrag.components.base import Embedder, Retriever
-from selfcrag.components.documents import IngestError, SourceDocument, chunk_documents, load_documents
+from selfcrag.components.documents import SourceDocument, chunk_documents, load_documents
 from selfcrag.components.retrieval import HybridIndex, embedder_label, require_index
 from selfcrag.components.text import TOKENIZER
 from selfcrag.components.vector_store import FORMAT as TEXT_VECTORS
+from selfcrag.errors import IngestError
 from selfcrag.store.home import is_postgres
 
 if TYPE_CHECKING:

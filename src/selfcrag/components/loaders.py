@@ -39,6 +39,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from selfcrag.context import Context
+from selfcrag.errors import Unreadable
 
 EXTRA_HINT = "pip install 'selfcrag[loaders]'"
 # The module each reader imports, and the package that provides it.
@@ -93,10 +94,6 @@ class Limits:
 
 def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 1_000_000 else f"{n:,} bytes"
-
-
-class Unreadable(Exception):
-    """The file cannot be read as its type says; the message is the reason, without the path."""
 
 
 @dataclass(frozen=True)

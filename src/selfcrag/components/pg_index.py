@@ -27,7 +27,7 @@ import numpy as np
 
 from selfcrag.components.base import Embedder, Passage
 from selfcrag.components.bm25 import BM25
-from selfcrag.components.documents import Chunk, IngestError
+from selfcrag.components.documents import Chunk
 from selfcrag.components.embeddings import reads
 from selfcrag.components.retrieval import (
     CANDIDATES_PER_K,
@@ -40,6 +40,7 @@ from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.components.vector_store import embedder_name
 from selfcrag.components.vector_store import key as text_key
+from selfcrag.errors import IngestError
 from selfcrag.store.home import describe
 
 if TYPE_CHECKING:

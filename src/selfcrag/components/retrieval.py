@@ -22,11 +22,12 @@ from selfcrag.components import index_files, vector_index
 from selfcrag.components.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.components.base import Embedder, Passage
 from selfcrag.components.bm25 import ARRAYS, BM25
-from selfcrag.components.documents import Chunk, IngestError
+from selfcrag.components.documents import Chunk
 from selfcrag.components.embeddings import reads
 from selfcrag.components.text import TOKENIZER, keyword_tokens
 from selfcrag.components.vector_store import TextVectors, embed_index
 from selfcrag.components.vector_store import key as text_key
+from selfcrag.errors import DamagedFile, IngestError
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
@@ -292,13 +293,13 @@ class HybridIndex:
             try:  # an index saved before bm25.npz has its JSON state: it still loads
                 bm25 = BM25.from_arrays(state) if keywords == index_files.KEYWORDS else BM25.from_dict(state)
             except ValueError as exc:
-                raise index_files.DamagedFile(f"{keywords}: {exc}") from None
+                raise DamagedFile(f"{keywords}: {exc}") from None
             if len(bm25) != count:
-                raise index_files.DamagedFile(f"{keywords}: {len(bm25)} documents but "
+                raise DamagedFile(f"{keywords}: {len(bm25)} documents but "
                                               f"{index_files.MANIFEST} says {count} chunks")
         except IngestError:
             raise
-        except index_files.DamagedFile as exc:
+        except DamagedFile as exc:
             raise IngestError(f"index at {directory} is damaged: {_one_line(exc)}; {rebuild}") from None
         except Exception as exc:  # an unreadable file, or faiss refusing what passed the checks
             raise IngestError(f"index at {directory} is damaged ({type(exc).__name__}: {_one_line(exc)}); "

@@ -7,9 +7,10 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.base import Passage, WebSearchError
+from selfcrag.components.base import Passage
 from selfcrag.components.llm.calls import time_left, within
 from selfcrag.components.redaction import redact
+from selfcrag.errors import WebSearchError
 
 if TYPE_CHECKING:
     from selfcrag.context import Context

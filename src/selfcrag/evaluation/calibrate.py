@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.errors import CalibrationDataError
 from selfcrag.evaluation.metrics import aurc, auroc, ece
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.run import measure
@@ -38,10 +39,6 @@ MAX_FEATURES = 8
 # parameter's worth, as in AIC), so a small question set does not pick noise that happened to help its folds.
 MIN_GAIN = 0.002
 MIN_QUESTIONS = 20
-
-
-class CalibrationDataError(ValueError):
-    """Too few labelled runs, or only one kind of label: nothing to fit. One line."""
 
 
 def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,12 +15,10 @@ import string
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import QuestionFileError
+
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-class QuestionFileError(ValueError):
-    """A question file that cannot be read: one line for the user."""
 
 
 def normalise(text: str) -> str:

@@ -19,16 +19,9 @@ from selfcrag.components.backend import Components
 from selfcrag.components.base import Turn
 from selfcrag.components.sanitize import clean_text
 from selfcrag.context import Context, settings_of
+from selfcrag.errors import EmptyQuestionError, QuestionError
 from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
-
-
-class QuestionError(ValueError):
-    """The run's question cannot be used: not text, or too long. The message is one line for the caller."""
-
-
-class EmptyQuestionError(QuestionError):
-    """The run has no question: neither `question` nor a user message."""
 
 
 def raw_question(state: State) -> str:

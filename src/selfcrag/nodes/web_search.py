@@ -11,9 +11,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.components.backend import Components
-from selfcrag.components.base import WebSearchError
 from selfcrag.components.refine import accumulate
 from selfcrag.context import Context, settings_of
+from selfcrag.errors import WebSearchError
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit

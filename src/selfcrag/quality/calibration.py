@@ -27,16 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms, strip_citations
+from selfcrag.errors import CalibrationError
 from selfcrag.quality.constraints import same, tokens
 from selfcrag.quality.opposites import conflicts
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
     from selfcrag.state import State
-
-
-class CalibrationError(ValueError):
-    """A calibration file that cannot be read or is not a calibration: one line naming the file and the fault."""
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.quality.calibration import (
-    CalibrationError,
-    Calibrator,
-    features,
-    for_settings,
-    load,
-    shipped,
-    sigmoid,
-    unmeasured,
-)
+from selfcrag.errors import CalibrationError
+from selfcrag.quality.calibration import Calibrator, features, for_settings, load, shipped, sigmoid, unmeasured
 from selfcrag.state import Scores, State
 
 if TYPE_CHECKING:

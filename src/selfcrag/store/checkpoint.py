@@ -8,7 +8,8 @@ import time
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreError, database
+from selfcrag.errors import StoreError
+from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, database
 from selfcrag.store.home import describe, sqlite_path
 
 

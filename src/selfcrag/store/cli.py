@@ -56,7 +56,8 @@ def add_commands(sub: Any, ask: argparse.ArgumentParser) -> None:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from selfcrag.cli import _operator, _thread_graph, render
-    from selfcrag.store.threads import ThreadBusyError, ask_in_thread, new_thread_id
+    from selfcrag.errors import ThreadBusyError
+    from selfcrag.store.threads import ask_in_thread, new_thread_id
 
     _, chosen, context = _operator(args)
     graph = _thread_graph(chosen, needed=True)

@@ -1,15 +1,16 @@
 """`selfcrag report`: an HTML dashboard of the recorded runs with plots over time — pass rate, groundedness,
 the decision mix and latency — written as `index.html` plus one PNG per plot.
 
-The plotting is two generic helpers (`line_plot`, `stacked_bars`: named series over shared x labels, saved as
-PNG) so other reports (`selfcrag eval`) can draw with the same look. matplotlib comes with the `eval` extra.
+The plotting is two generic helpers (`line_plot`, `stacked_bars`: named series over evenly spaced times on a date
+axis, saved as PNG) so other reports (`selfcrag eval`) can draw with the same look. matplotlib comes with the `eval`
+extra.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def line_plot(path: Path, title: str, x: list[str], series: dict[str, list[float | None]], ylabel: str = "",
+def line_plot(path: Path, title: str, x: list[datetime], series: dict[str, list[float | None]], ylabel: str = "",
               ylim: tuple[float, float] | None = None) -> Path:  # fmt: skip
-    """One line per series (None = no data at that point, drawn as a gap)."""
+    """One line per series over time (None = no data at that point, drawn as a gap)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 3.2))
     for name, values in series.items():
@@ -42,13 +43,13 @@ def line_plot(path: Path, title: str, x: list[str], series: dict[str, list[float
     return path
 
 
-def stacked_bars(path: Path, title: str, x: list[str], series: dict[str, list[float]], ylabel: str = "") -> Path:
-    """Bars stacked per x label, one colour per series."""
+def stacked_bars(path: Path, title: str, x: list[datetime], series: dict[str, list[float]], ylabel: str = "") -> Path:
+    """Bars stacked at each time of `x` (evenly spaced), one colour per series."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 3.2))
     bottom = [0.0] * len(x)
     for name, values in series.items():
-        axes.bar(x, values, bottom=bottom, label=name)
+        axes.bar(x, values, width=_step(x) * 0.9, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _finish(axes, title, ylabel, None, x)
     figure.savefig(path, dpi=100, bbox_inches="tight")
@@ -56,14 +57,25 @@ def stacked_bars(path: Path, title: str, x: list[str], series: dict[str, list[fl
     return path
 
 
-def _finish(axes: Any, title: str, ylabel: str, ylim: tuple[float, float] | None, x: list[str]) -> None:
+def _step(x: list[datetime]) -> timedelta:
+    """The time between two points of `x` (evenly spaced): a bar's width, and the margin at each end of the axis."""
+    return x[1] - x[0] if len(x) > 1 else timedelta(hours=1)
+
+
+def _finish(axes: Any, title: str, ylabel: str, ylim: tuple[float, float] | None, x: list[datetime]) -> None:
+    from matplotlib import dates
+
     axes.set_title(title)
     axes.set_ylabel(ylabel)
     if ylim:
         axes.set_ylim(*ylim)
-    step = max(1, len(x) // 8)  # at most ~8 readable time labels
-    axes.set_xticks(range(0, len(x), step), [x[i] for i in range(0, len(x), step)], rotation=30, ha="right",
-                    fontsize=8)  # fmt: skip
+    # A date axis: each point sits at its own time (labels as strings would merge equal ones into one point), and
+    # the locator picks readable ticks (hours for a day, days for a week) in UTC, as the x values are.
+    locator = dates.AutoDateLocator(minticks=4, maxticks=9, tz=UTC)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+    axes.set_xlim(x[0] - _step(x) / 2, x[-1] + _step(x) / 2)  # the whole window, up to now
+    axes.set_xlabel("UTC", fontsize=8)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="best")
 
@@ -82,9 +94,7 @@ def write_report(runs: list[dict[str, Any]], since: float, until: float, out: Pa
     out.mkdir(parents=True, exist_ok=True)
     spans = buckets(runs, since, until)
     width = (until - since) / len(spans)
-    label_format = "%m-%d %H:%M" if until - since <= 3 * 86400 else "%Y-%m-%d"
-    x = [datetime.fromtimestamp(since + (i + 0.5) * width, tz=UTC).strftime(label_format)
-         for i in range(len(spans))]  # fmt: skip
+    x = [datetime.fromtimestamp(since + (i + 0.5) * width, tz=UTC) for i in range(len(spans))]  # each span's middle
 
     def mean(span: list[dict[str, Any]], name: str) -> float | None:
         values = [r[name] for r in span if r.get(name) is not None]

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from selfcrag.errors import StoreError
 from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
@@ -63,10 +64,6 @@ SCHEMA = (
         resumed TEXT NOT NULL DEFAULT ''
     )""",
 )
-
-
-class StoreError(OSError):
-    """The database cannot be reached or used: one line for the user (an OSError: storage failed)."""
 
 
 class Database:

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from selfcrag.errors import ThreadBusyError
 from selfcrag.store.db import database
 
 LOG = logging.getLogger("selfcrag.store")
@@ -36,10 +37,6 @@ TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at) VA
     expires_at = excluded.expires_at WHERE selfcrag_turns.expires_at < ?"""
 RENEW = "UPDATE selfcrag_turns SET expires_at = ? WHERE thread_id = ? AND holder = ?"
 FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ?"
-
-
-class ThreadBusyError(ValueError):
-    """The thread cannot take a new question now (another turn holds it, or an answer awaits review)."""
 
 
 def _seconds(name: str, default: float, least: float) -> float:

@@ -15,8 +15,9 @@ import json
 import time
 from typing import Any
 
+from selfcrag.errors import ReviewError, StoreError
 from selfcrag.store import leases
-from selfcrag.store.db import StoreError, database
+from selfcrag.store.db import database
 
 ACTIONS = ("approve", "edit", "reject")
 DONE = {"approve": "approved", "edit": "edited", "reject": "rejected"}
@@ -30,10 +31,6 @@ ENQUEUE = """INSERT INTO selfcrag_reviews (thread_id, created_at, question, draf
     ON CONFLICT (thread_id) DO UPDATE SET created_at = excluded.created_at, question = excluded.question,
     draft = excluded.draft, scores = excluded.scores, confidence = excluded.confidence, reason = excluded.reason,
     status = 'pending', resolved_at = NULL, answer = '', note = ''"""
-
-
-class ReviewError(ValueError):
-    """No such review, or it cannot be decided now: one line for the user."""
 
 
 def enqueue(thread_id: str, request: dict[str, Any]) -> None:

@@ -19,11 +19,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END
 
 from selfcrag.chat import close_run
+from selfcrag.errors import ThreadBusyError as ThreadBusyError  # where callers look for it
 from selfcrag.language import language_of
 from selfcrag.state import OutputState
 from selfcrag.store import leases, reviews
 from selfcrag.store.checkpoint import checkpointer
-from selfcrag.store.leases import ThreadBusyError as ThreadBusyError  # where callers look for it
 
 OUTPUT = frozenset(OutputState.__annotations__)
 LOG = logging.getLogger("selfcrag.store")

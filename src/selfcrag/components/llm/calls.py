@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfcrag.components.llm.faults import describe, is_transient, retry_after
+from selfcrag.errors import BudgetSpent, RunTimeSpent, TotalTimeoutError
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -65,21 +66,6 @@ def max_tokens(role: str, items: int = 1) -> int:
 
 def reply_chars(role: str, items: int = 1) -> int:
     return max_tokens(role, items) * CHARS_PER_TOKEN
-
-
-# --- faults a call ends with before or instead of the model's reply ----------------------------------------------
-
-
-class BudgetSpent(RuntimeError):
-    """The run's model-call budget is spent: the call was not made."""
-
-
-class RunTimeSpent(RuntimeError):
-    """The run's time limit is spent: the call was not made."""
-
-
-class TotalTimeoutError(TimeoutError):
-    """No complete reply by the call's deadline (however the server trickled it)."""
 
 
 # --- the run's limits ---------------------------------------------------------------------------------------------

@@ -72,5 +72,3 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 
 
-class ModelConfigError(ValueError):
-    """The model settings cannot work (no key or server, unknown provider): a setup error, raised, not degraded."""

@@ -24,12 +24,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from selfcrag.errors import LocalModelError
+
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 CHUNK = 1 << 20
-
-
-class LocalModelError(RuntimeError):
-    """The local model cannot be used: a package is missing, or the joined file is not the pinned one."""
 
 
 def catalogue() -> dict[str, Any]:

@@ -11,8 +11,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.llm.faults import ModelConfigError
 from selfcrag.components.redaction import redact
+from selfcrag.errors import ModelConfigError
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selfcrag.components.llm.calls import Outcome, call_all, max_tokens, reply_chars
 from selfcrag.components.llm.faults import describe, status_of
+from selfcrag.errors import MethodUnavailable
 from selfcrag.prompts.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -153,10 +154,6 @@ def _request_only(structured: Any) -> Any:
     if first is None:  # some other shape: cannot be taken apart, so no structured request of this method
         raise MethodUnavailable(f"cannot separate {type(structured).__name__} from its parser")
     return first
-
-
-class MethodUnavailable(ValueError):
-    """This model's structured output cannot be used without LangChain's parser: the next method is tried."""
 
 
 def _rejected_method(error: BaseException) -> bool:
