@@ -17,8 +17,8 @@ from support.tavily_server import TavilyTestServer
 
 from faults.core import BOUNDED, OPERATOR_KEY, QUESTION, SLACK, Outcome, case, cases, described, timed
 from selfcrag import build_graph, offline_components
-from selfcrag.components.backend import model_components
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag.backend import model_components
+from selfcrag.web_search import TavilyWebSearch
 from selfcrag.context import SettingsError
 from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
 

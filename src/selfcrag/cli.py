@@ -49,8 +49,8 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.ingestion import ingest
+    from selfcrag.knowledge.embeddings import embedder_for
+    from selfcrag.knowledge.ingestion import ingest
 
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
     report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
@@ -70,7 +70,7 @@ def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, 
     """The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
     builds its graph with them; the quality preset is a run setting. Returns (settings, operator fields, context)."""
     from selfcrag import Context
-    from selfcrag.components.loaded_indexes import open_index
+    from selfcrag.knowledge.loaded_indexes import open_index
 
     operator = {"index_dir": args.index or None, "generator_model": args.model or None,
                 "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
@@ -80,7 +80,7 @@ def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, 
     if getattr(args, "review", False):
         context["human_review"] = True
     if args.index:
-        from selfcrag.components.embeddings import embedder_for
+        from selfcrag.knowledge.embeddings import embedder_for
 
         # Fail fast, with the loader's one-line message (a missing index, other embeddings), before the run starts.
         open_index(args.index, embedder_for(settings.embeddings))
@@ -145,11 +145,11 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     from pathlib import Path
 
     from selfcrag import Context
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.index_files import complete
-    from selfcrag.components.loaded_indexes import open_index
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.embeddings import embedder_for
+    from selfcrag.knowledge.index_files import complete
+    from selfcrag.knowledge.loaded_indexes import open_index
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
                 "backend": "model" if args.model else None}
@@ -339,7 +339,7 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from selfcrag.components.sanitize import decode_argv
+    from selfcrag.text.sanitize import decode_argv
 
     # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     # at once and an unfinished turn is closed, instead of waiting for the lease to run out.
     if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
         signal.signal(signal.SIGTERM, _terminated)
-    from selfcrag.components.base import EmbeddingModelError
-    from selfcrag.components.documents import IngestError
+    from selfcrag.contract import EmbeddingModelError
+    from selfcrag.knowledge.documents import IngestError
     from selfcrag.store.db import database_errors, failure_line
 
     quiet_libraries()

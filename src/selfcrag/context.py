@@ -243,7 +243,7 @@ class Context(BaseModel):
         "(contextualize, generate), the offline follow-up rewriting and the contradiction check read only these.",
         ge=1,
     )
-    # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
+    # --- bounded calls (llm/calls.py) ---------------------------------------------------------
     run_timeout: float = operator(
         120.0,
         "Seconds one run may take: every model call and web search ends by then, counted from the run's start; "
@@ -273,7 +273,7 @@ class Context(BaseModel):
         "Let runs of the server's `indexer` graph add documents to `index_dir` (SELFCRAG_ALLOW_INGEST=1); off, the "
         "indexer refuses every run and writes nothing. Never opened to runs.",
     )
-    # --- size bounds on what ingest reads (components/loaders.py); a file beyond one is skipped with a line ---
+    # --- size bounds on what ingest reads (knowledge/loaders.py); a file beyond one is skipped with a line ---
     max_ingest_file_bytes: int = operator(
         50_000_000, "Largest file ingest reads, in bytes (checked before reading); a larger one is skipped.", ge=1
     )
@@ -294,7 +294,7 @@ class Context(BaseModel):
         "generate. The offline backend never speculates.",
     )
 
-    # --- search: the FAISS index type (components/vector_index.py) ---------------------------------
+    # --- search: the FAISS index type (knowledge/vector_index.py) ---------------------------------
     vector_index: Literal["auto", "flat", "hnsw"] = operator(
         "auto",
         "FAISS index `selfcrag ingest` builds for the chunk vectors: `flat` (exact; its cost grows with the corpus), "
@@ -313,7 +313,7 @@ class Context(BaseModel):
         "probability that the answer is right; empty = the one shipped for the backend.",
     )
 
-    # --- embedding at ingest (components/minilm.py) -----------------------------------------------
+    # --- embedding at ingest (knowledge/minilm.py) -----------------------------------------------
     embed_threads: int = operator(
         0,
         "Threads the local embedding model uses, read when it loads; 0 = the CPUs this process may run on "

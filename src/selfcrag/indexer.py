@@ -21,7 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from selfcrag.components.documents import IngestError
+from selfcrag.knowledge.documents import IngestError
 from selfcrag.context import Context, resolve
 
 
@@ -96,9 +96,9 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
         if not operator.index_dir:
             raise IngestError("the indexer adds to the operator's index (SELFCRAG_INDEX_DIR), and none is set; "
                               "nothing was written")
-        from selfcrag.components.embeddings import embedder_for
-        from selfcrag.components.loaders import Limits
-        from selfcrag.ingestion import ingest
+        from selfcrag.knowledge.embeddings import embedder_for
+        from selfcrag.knowledge.loaders import Limits
+        from selfcrag.knowledge.ingestion import ingest
 
         documents, skipped = _documents(state.get("documents"))
         report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from langgraph.graph import END
 
-from selfcrag.components.sanitize import unreadable
-from selfcrag.components.terms import terms_of as query_terms
+from selfcrag.text.sanitize import unreadable
+from selfcrag.text.terms import terms_of as query_terms
 from selfcrag.context import Context
 from selfcrag.state import State
 

@@ -13,8 +13,8 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
 
 from selfcrag import Context, build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
+from selfcrag.backend import model_components
+from selfcrag.contract import Passage
 from selfcrag.context import SettingsError
 from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
 

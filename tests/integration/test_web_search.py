@@ -8,8 +8,8 @@ import pytest
 from support.tavily_server import TavilyTestServer
 
 from selfcrag import Context, build_graph, offline_components
-from selfcrag.components.base import WebSearchError
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag.contract import WebSearchError
+from selfcrag.web_search import TavilyWebSearch
 
 # The sample knowledge base says nothing about Antarctica: CRAG grades it `incorrect` and asks the web.
 QUESTION = "Do you ship to Antarctica?"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Passage, Strip
-from selfcrag.components.embeddings import default_embedder, reads
-from selfcrag.components.extractive import ExtractiveGenerator, key_terms
-from selfcrag.components.groundedness import OfflineGroundednessChecker
-from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
-from selfcrag.components.rewrite import KeywordRewriter
-from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms
-from selfcrag.components.text import (
+from selfcrag.contract import Passage, Strip
+from selfcrag.knowledge.embeddings import default_embedder, reads
+from selfcrag.offline.extractive import ExtractiveGenerator, key_terms
+from selfcrag.offline.groundedness import OfflineGroundednessChecker
+from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
+from selfcrag.offline.rewrite import KeywordRewriter
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, question_terms
+from selfcrag.text.text import (
     STOPWORDS,
     approx_tokens,
     chinese_number,

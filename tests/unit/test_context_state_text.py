@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import WebSearchError
-from selfcrag.components.text import content_words, numbers, split_sentences, words
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag.contract import WebSearchError
+from selfcrag.text.text import content_words, numbers, split_sentences, words
+from selfcrag.web_search import TavilyWebSearch
 from selfcrag.context import Context, settings_of
 from selfcrag.state import add_steps
 

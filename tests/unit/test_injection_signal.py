@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from selfcrag.components import loaders
-from selfcrag.components.sanitize import clean_document
+from selfcrag.knowledge import loaders
+from selfcrag.text.sanitize import clean_document
 from selfcrag.quality.addressed import addressed
 from selfcrag.quality.folding import views
 from selfcrag.quality.injection import is_instruction, scan

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from selfcrag.components.base import Passage, Strip
+from selfcrag.contract import Passage, Strip
 from selfcrag.context import Context
 from selfcrag.prompts import grading
 from selfcrag.prompts.evidence import compress, doc_labels

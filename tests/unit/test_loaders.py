@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from selfcrag.components import loaders
-from selfcrag.components.documents import IngestError, read_documents
+from selfcrag.knowledge import loaders
+from selfcrag.knowledge.documents import IngestError, read_documents
 
 
 def write_pdf(path: Path, lines: list[str], title: str = "") -> Path:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfcrag.components.backend import Components, auto_components
+from selfcrag.backend import Components, auto_components
 from selfcrag.context import Context, resolve
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.questions import contains_gold
@@ -51,7 +51,7 @@ class Systems:
 
     @property
     def backend(self) -> str:
-        from selfcrag.components.llm.models import model_configured
+        from selfcrag.llm.models import model_configured
 
         if self.settings.backend != "auto":
             return self.settings.backend

@@ -10,8 +10,8 @@ from langgraph.types import Overwrite
 
 from selfcrag import review_case, routing
 from selfcrag.chat import close_run
-from selfcrag.components.backend import Components
-from selfcrag.components.terms import coverage, join_pairs, question_terms
+from selfcrag.backend import Components
+from selfcrag.text.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
 from selfcrag.ledger import forget, ledger_of

@@ -7,8 +7,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components
-from selfcrag.components.offline_grading import crag_action
+from selfcrag.backend import Components
+from selfcrag.offline.offline_grading import crag_action
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit

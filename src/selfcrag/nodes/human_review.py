@@ -21,8 +21,8 @@ from langgraph.types import interrupt
 
 from selfcrag import review_case
 from selfcrag.chat import close_run
-from selfcrag.components.backend import Components
-from selfcrag.components.sanitize import clean_text
+from selfcrag.backend import Components
+from selfcrag.text.sanitize import clean_text
 from selfcrag.language import language_of
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages

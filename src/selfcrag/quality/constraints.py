@@ -40,7 +40,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, numbers, term
+from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, numbers, term
 from selfcrag.language import CJK
 
 Kind = Literal["name", "number", "modifier"]

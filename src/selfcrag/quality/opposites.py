@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from selfcrag.components.text import numbers, split_sentences, term, words
+from selfcrag.text.text import numbers, split_sentences, term, words
 
 # Pairs of opposites from general English and Chinese usage; a few were added after reading misses on the SQuAD
 # tuning articles, none from the articles reserved for acceptance. Left out: words that answers often mention side

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from selfcrag.components.text import STOPWORDS, numbers, split_sentences, words
+from selfcrag.text.text import STOPWORDS, numbers, split_sentences, words
 
 _CITATION = re.compile(r"\[(?:doc|web)_\d+\]")
 # A capitalised word or phrase ("Richard Nixon", "Account Settings", "McDonald's").

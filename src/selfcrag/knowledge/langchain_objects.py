@@ -1,0 +1,106 @@
+"""selfcrag's parts as LangChain objects, for code built on LangChain rather than on this graph.
+
+- `load_index(DIR)` returns the hybrid index; `index.as_retriever(k=4)` is a `BaseRetriever` (`IndexRetriever`)
+  that fuses FAISS and BM25 and applies the similarity gate exactly as the graph's `retrieve` node does.
+- `LocalEmbeddings()` is the local all-MiniLM-L6-v2 (offline, no torch) as a LangChain `Embeddings`, usable with
+  any vector store. An index ingested with it is the same as one ingested with the default `local` embeddings.
+
+The other direction (a LangChain retriever or `Embeddings` inside selfcrag) is `LangChainRetriever` in
+retrieval.py and `LangChainEmbedder` in embeddings.py; `as_embedder` picks between them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict
+
+from selfcrag.contract import Embedder
+
+if TYPE_CHECKING:
+    from selfcrag.knowledge.minilm import OnnxMiniLM, TorchMiniLM
+    from selfcrag.knowledge.retrieval import HybridIndex
+    from selfcrag.context import Context
+
+
+class IndexRetriever(BaseRetriever):
+    """A selfcrag index as a LangChain retriever: the `k` best chunks of a query, best first, as Documents."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Any  # HybridIndex (Any: pydantic would try to validate the class)
+    settings: Any  # Context with the retriever's k
+
+    @classmethod
+    def of(cls, index: HybridIndex, k: int, settings: Context | None = None) -> IndexRetriever:
+        from selfcrag.context import Context
+
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do."""
+        settings = self.settings
+        if "k" in kwargs:
+            k = kwargs["k"]
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"k must be a positive integer, got {k!r}")
+            settings = settings.model_copy(update={"k": k})
+        fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
+        return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
+                for p in self.index.retrieve(query, settings)]
+
+
+class LocalEmbeddings(Embeddings):
+    """The local all-MiniLM-L6-v2 embeddings (384 dimensions, unit length, English) as a LangChain `Embeddings`.
+    The model loads on first use, once per process. `runtime`: `onnx` (default) or `torch` (the torch extra)."""
+
+    def __init__(self, runtime: str | None = None) -> None:
+        self.runtime = runtime
+
+    @property
+    def embedder(self) -> OnnxMiniLM | TorchMiniLM:
+        from selfcrag.knowledge.embeddings import default_embedder
+
+        # default_embedder() and default_embedder(None) are two cache entries: two models in memory.
+        return default_embedder(self.runtime) if self.runtime else default_embedder()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in self.embedder.embed_documents(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [float(x) for x in self.embedder.embed_query(text)]
+
+
+def as_embedder(embeddings: Any = None) -> Embedder:
+    """What ingest and load_index embed with: None = the `embeddings` setting (SELFCRAG_EMBEDDINGS, default local);
+    `LocalEmbeddings` = the local model itself (so its indexes load with the default settings); another LangChain
+    `Embeddings` = wrapped (`LangChainEmbedder`); anything else is taken to be an Embedder already."""
+    from selfcrag.knowledge.embeddings import LangChainEmbedder, embedder_for
+    from selfcrag.context import Context
+
+    if embeddings is None:
+        return embedder_for(Context.from_env().embeddings)
+    if isinstance(embeddings, LocalEmbeddings):
+        return embeddings.embedder
+    if isinstance(embeddings, Embeddings):
+        return LangChainEmbedder(embeddings)
+    if not callable(getattr(embeddings, "embed_documents", None)):
+        raise TypeError(f"embeddings must be a LangChain Embeddings or an Embedder, not {type(embeddings).__name__}")
+    return embeddings  # type: ignore[no-any-return]
+
+
+def load_index(index_dir: str | Path, embeddings: Any = None) -> HybridIndex:
+    """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`; a directory, or the
+    postgresql:// URL of a knowledge base in PostgreSQL + pgvector), read with the embeddings that built it
+    (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
+    from selfcrag.knowledge.loaded_indexes import open_index
+
+    return open_index(index_dir, as_embedder(embeddings))
