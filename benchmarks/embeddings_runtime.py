@@ -186,9 +186,9 @@ def main() -> int:
 
     from packaging.requirements import Requirement
 
+    from selfcrag.context import Context
     from selfcrag.knowledge.documents import chunk_documents, load_documents
     from selfcrag.knowledge.retrieval import HybridIndex, index_text
-    from selfcrag.context import Context
 
     chunks = chunk_documents(load_documents([DATA / "dev_sample_corpus.jsonl"]))
     texts = [index_text(c) for c in chunks]

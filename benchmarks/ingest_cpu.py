@@ -142,8 +142,8 @@ def quantize(model: Path, tmp: Path) -> Path:
 
 
 def hit_at_5(chunks: list, questions: list[dict], vectors: dict, corpus: Path) -> float:
-    from selfcrag.knowledge.retrieval import HybridIndex, index_text
     from selfcrag.context import Context
+    from selfcrag.knowledge.retrieval import HybridIndex, index_text
 
     texts = [index_text(c) for c in chunks]
     lookup = dict(zip(texts + [q["question"] for q in questions],

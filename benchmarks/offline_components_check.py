@@ -140,8 +140,8 @@ def squad(records: list[dict], embedder, settings) -> dict:  # noqa: ANN001
 
 def sample_kb(path: Path, embedder, settings) -> dict:  # noqa: ANN001
     """The bundled help-center sample with its own retrieval: one round, no rewrite, no web."""
-    from selfcrag.offline.extractive import ExtractiveGenerator
     from selfcrag.knowledge.loaded_indexes import sample_index
+    from selfcrag.offline.extractive import ExtractiveGenerator
     from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
     from selfcrag.offline.refine import StripRefiner
 
@@ -175,8 +175,8 @@ def main() -> int:
     args = cli.parse_args()
     require(args.datasets, "halueval/qa_500.jsonl", "squad2/dev_sample_200.jsonl")
 
-    from selfcrag.knowledge.embeddings import default_embedder
     from selfcrag.context import Context
+    from selfcrag.knowledge.embeddings import default_embedder
 
     embedder, settings = default_embedder(), Context()
     halu = load_jsonl(args.datasets / "halueval" / "qa_500.jsonl")

@@ -72,8 +72,8 @@ class Arm:
 
 
 def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
-    from selfcrag.text.text import TOKENIZER
     from selfcrag.knowledge.vector_store import FORMAT
+    from selfcrag.text.text import TOKENIZER
 
     if root:
         return root
@@ -183,8 +183,8 @@ def main() -> int:
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
 
     from selfcrag import Context, build_graph
-    from selfcrag.knowledge import embeddings, minilm
     from selfcrag.backend import offline_components
+    from selfcrag.knowledge import embeddings, minilm
     from selfcrag.knowledge.retrieval import HybridIndex
 
     folder = args.datasets / "squad2"

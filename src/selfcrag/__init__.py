@@ -13,10 +13,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from selfcrag.backend import Components, model_components, offline_components
-from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.context import Context
 from selfcrag.graph import build_graph, graph
 from selfcrag.knowledge.ingestion import ingest
+from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
 
 __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
            "load_index", "model_components", "offline_components"]

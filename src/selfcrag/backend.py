@@ -22,12 +22,13 @@ from selfcrag.contract import (
     Retriever,
     WebSearch,
 )
+from selfcrag.endpoints import model_configured
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from selfcrag.knowledge.vector_store import TextVectors
     from selfcrag.context import Context
+    from selfcrag.knowledge.vector_store import TextVectors
 
 
 class LazyEmbedder:
@@ -205,8 +206,6 @@ class _Backends:
         self._lock = threading.Lock()
 
     def choose(self, settings: Context) -> Components:
-        from selfcrag.llm.models import model_configured
-
         kind = settings.backend
         if kind == "auto":
             kind = "model" if model_configured() else "offline"

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-if TYPE_CHECKING:
-    from selfcrag.quality.thresholds import Thresholds
+from selfcrag.quality.calibration import CalibrationError, load
+from selfcrag.quality.thresholds import OVERRIDES, Thresholds, thresholds_for
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
@@ -326,8 +326,6 @@ class Context(BaseModel):
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
-        from selfcrag.quality.thresholds import thresholds_for
-
         return thresholds_for(self)
 
     @model_validator(mode="after")
@@ -386,8 +384,6 @@ class Context(BaseModel):
         opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
         learn which files exist."""
         if self.calibration:
-            from selfcrag.quality.calibration import CalibrationError, load
-
             try:
                 load(self.calibration)
             except CalibrationError as exc:
@@ -471,8 +467,6 @@ def looser_bar(asked: Context, floor: Context) -> list[str]:
     answers shown from a lower confidence (the plain-answer minimum less `caveat_band`: below it a draft is held),
     a narrower `review_band` or a wider `review_spread`. With human review on, a client's run may raise the
     operator's bar, never lower it (selfcrag/auth.py refuses such a run in one line)."""
-    from selfcrag.quality.thresholds import OVERRIDES
-
     mine, theirs = asked.thresholds(), floor.thresholds()
     looser = [f"{OVERRIDES[name]} {getattr(mine, name)} < {getattr(theirs, name)}" for name in OVERRIDES
               if getattr(mine, name) < getattr(theirs, name)]  # fmt: skip

@@ -21,8 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from selfcrag.knowledge.documents import IngestError
 from selfcrag.context import Context, resolve
+from selfcrag.knowledge.documents import IngestError
 
 
 class IndexerInput(TypedDict):
@@ -97,8 +97,8 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
             raise IngestError("the indexer adds to the operator's index (SELFCRAG_INDEX_DIR), and none is set; "
                               "nothing was written")
         from selfcrag.knowledge.embeddings import embedder_for
-        from selfcrag.knowledge.loaders import Limits
         from selfcrag.knowledge.ingestion import ingest
+        from selfcrag.knowledge.loaders import Limits
 
         documents, skipped = _documents(state.get("documents"))
         report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings),

@@ -14,8 +14,8 @@ from support.replies import Plausible
 
 from selfcrag import Context, build_graph
 from selfcrag.backend import model_components
-from selfcrag.contract import Passage
 from selfcrag.context import SettingsError
+from selfcrag.contract import Passage
 from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
 
 RETURNS = "How many days do I have to return an item?"

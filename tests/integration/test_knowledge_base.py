@@ -22,9 +22,9 @@ from support.knowledge_base import new_database
 from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, ask, build_graph, ingest, load_index
+from selfcrag.home import is_postgres
 from selfcrag.knowledge.documents import IngestError
 from selfcrag.knowledge.embeddings import default_embedder
-from selfcrag.store.home import is_postgres
 
 ERRORS = "# Error codes\n\nError E1042 means the payment card was declined by the bank; try another card."
 REFUNDS_ZH = "# 退款\n\n退款会在五个工作日内退回到原支付方式。礼品卡购买的订单退回为礼品卡余额。"

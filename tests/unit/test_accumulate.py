@@ -8,8 +8,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from selfcrag import Components, Context, build_graph
 from selfcrag.contract import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
-from selfcrag.offline.refine import accumulate
 from selfcrag.evaluation.signals import graph_signals
+from selfcrag.offline.refine import accumulate
 
 
 def strip(chunk: str, score: float, text: str = "", doc: str = "") -> dict:

@@ -18,14 +18,14 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_openai import ChatOpenAI
 
+from selfcrag.context import Context
 from selfcrag.knowledge.embeddings import openai_embedder
+from selfcrag.ledger import RunLedger
 from selfcrag.llm.calls import MAX_TOKENS, call, run_limits
 from selfcrag.llm.faults import retry_after
 from selfcrag.llm.models import ChatModels, chat_model, with_max_tokens
 from selfcrag.llm.relevance import PassageGrades
 from selfcrag.llm.structured import ask, loads_lenient
-from selfcrag.context import Context
-from selfcrag.ledger import RunLedger
 
 SLACK = 4.0
 GRADE = '{"grades": [{"id": "p1", "label": "correct"}]}'

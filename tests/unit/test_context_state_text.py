@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from selfcrag.context import Context, settings_of
 from selfcrag.contract import WebSearchError
+from selfcrag.state import add_steps
 from selfcrag.text.text import content_words, numbers, split_sentences, words
 from selfcrag.web_search import TavilyWebSearch
-from selfcrag.context import Context, settings_of
-from selfcrag.state import add_steps
 
 
 def test_context_reads_env_defaults_and_overrides(monkeypatch):

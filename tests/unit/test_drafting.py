@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
 
+from selfcrag.context import Context
 from selfcrag.contract import Draft, Passage, Strip
 from selfcrag.offline.drafting import (
     RunEvidence,
@@ -17,7 +18,6 @@ from selfcrag.offline.drafting import (
 )
 from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.text.terms import key_terms
-from selfcrag.context import Context
 
 
 def passage(chunk: str, text: str, score: float = 0.8, title: str = "") -> Passage:

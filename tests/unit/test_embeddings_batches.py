@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
-from selfcrag.knowledge import vector_store
 from selfcrag.contract import EmbeddingModelError
+from selfcrag.knowledge import vector_store
 from selfcrag.knowledge.documents import SourceDocument, chunk_documents
 from selfcrag.knowledge.embeddings import LangChainEmbedder, default_embedder
 from selfcrag.knowledge.minilm import BATCH_SIZE, TOKEN_BUDGET, session_threads, token_batches

@@ -11,8 +11,8 @@ from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
 
 from selfcrag import Components, Context, build_graph
 from selfcrag.contract import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
-from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.evaluation.signals import graph_signals
+from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.quality.drafts import as_judged, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import zlib
 import pytest
 from langchain_core.documents import Document
 
+from selfcrag.context import Context
 from selfcrag.knowledge import loaders
 from selfcrag.knowledge.documents import IngestError, SourceDocument, chunk_documents, read_documents
-from selfcrag.context import Context
 
 SMALL = loaders.Limits(file_bytes=2_000, document_chars=500, unpacked_bytes=10_000)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from selfcrag.context import Context
 from selfcrag.contract import Grade, Passage, Strip
 from selfcrag.knowledge.embeddings import default_embedder
 from selfcrag.offline.extractive import ExtractiveGenerator
@@ -12,9 +13,8 @@ from selfcrag.offline.groundedness import OfflineGroundednessChecker
 from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action, embed
 from selfcrag.offline.refine import StripRefiner
 from selfcrag.offline.rewrite import KeywordRewriter
+from selfcrag.text.rules import rule_flags
 from selfcrag.text.terms import answer_type, strip_citations
-from selfcrag.context import Context
-from selfcrag.quality.rules import rule_flags
 
 DOCS = {
     "returns": (

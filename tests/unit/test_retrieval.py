@@ -23,6 +23,7 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
+from selfcrag.context import Context
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import (
     IngestError,
@@ -35,7 +36,6 @@ from selfcrag.knowledge.documents import (
 from selfcrag.knowledge.loaded_indexes import index_for, open_index, sample_index
 from selfcrag.knowledge.retrieval import HybridIndex, LangChainRetriever
 from selfcrag.text.text import keyword_tokens, split_sentences
-from selfcrag.context import Context
 
 
 class BowEmbedder:
@@ -864,8 +864,8 @@ def test_real_embedder_retrieves_by_meaning() -> None:
 
 
 def test_an_index_stores_vectors_of_what_the_offline_components_compare(index: HybridIndex, tmp_path: Path) -> None:
-    from selfcrag.offline.refine import strips_of
     from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE, key
+    from selfcrag.offline.refine import strips_of
 
     store = index.text_vectors
     assert store is not None and store.embedder == "test/bow"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from selfcrag.context import Context
 from selfcrag.contract import Strip
-from selfcrag.offline.comparison import decide, is_verdict
 from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.offline.comparison import decide, is_verdict
 from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.offline.groundedness import OfflineGroundednessChecker
-from selfcrag.context import Context
 
 
 def strip(doc: str, title: str, text: str, score: float = 0.8) -> Strip:

@@ -21,6 +21,7 @@ from typing import Any
 
 from selfcrag.backend import Components, auto_components
 from selfcrag.context import Context, resolve
+from selfcrag.endpoints import model_configured
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
@@ -51,8 +52,6 @@ class Systems:
 
     @property
     def backend(self) -> str:
-        from selfcrag.llm.models import model_configured
-
         if self.settings.backend != "auto":
             return self.settings.backend
         return "model" if model_configured() else "offline"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfcrag.knowledge import folders, loaders
 from selfcrag.contract import Passage
+from selfcrag.knowledge import folders, loaders
 from selfcrag.text.sanitize import clean_document
 from selfcrag.text.text import approx_tokens, split_sentences
 

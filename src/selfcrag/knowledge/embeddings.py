@@ -19,14 +19,15 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from selfcrag.contract import EmbeddingModelError
+from selfcrag.endpoints import api_key_for
 from selfcrag.knowledge.minilm import OnnxMiniLM, TorchMiniLM, normalise
-from selfcrag.text.redaction import redact
 from selfcrag.language import language_of
+from selfcrag.text.redaction import redact
 
 if TYPE_CHECKING:
+    from selfcrag.context import Context
     from selfcrag.contract import Embedder
     from selfcrag.knowledge.vector_store import TextVectors
-    from selfcrag.context import Context
 
 REMOTE_BATCH = 64  # texts per request to a remote embeddings endpoint
 
@@ -120,7 +121,6 @@ def openai_embedder(model: str) -> LangChainEmbedder:
     from langchain_openai import OpenAIEmbeddings
     from pydantic import SecretStr
 
-    from selfcrag.llm.models import api_key_for
 
     # Only the operator's endpoint, never one a run chose, so OPENAI_API_KEY goes only where it was configured to.
     base_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or None

@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from selfcrag.contract import Embedder
+from selfcrag.home import describe, is_postgres
 from selfcrag.knowledge import index_files
 from selfcrag.knowledge.atomic_dir import recover_directory
-from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, Skipped, SourceDocument, chunk_documents, read_documents
 from selfcrag.knowledge.langchain_objects import as_embedder
 from selfcrag.knowledge.loaders import Limits
 from selfcrag.knowledge.retrieval import DOC_HASHES, HybridIndex, _check_replaceable
-from selfcrag.store.home import describe, is_postgres
 
 
 @dataclass

@@ -23,9 +23,9 @@ from pydantic import ConfigDict
 from selfcrag.contract import Embedder
 
 if TYPE_CHECKING:
+    from selfcrag.context import Context
     from selfcrag.knowledge.minilm import OnnxMiniLM, TorchMiniLM
     from selfcrag.knowledge.retrieval import HybridIndex
-    from selfcrag.context import Context
 
 
 class IndexRetriever(BaseRetriever):
@@ -83,8 +83,8 @@ def as_embedder(embeddings: Any = None) -> Embedder:
     """What ingest and load_index embed with: None = the `embeddings` setting (SELFCRAG_EMBEDDINGS, default local);
     `LocalEmbeddings` = the local model itself (so its indexes load with the default settings); another LangChain
     `Embeddings` = wrapped (`LangChainEmbedder`); anything else is taken to be an Embedder already."""
-    from selfcrag.knowledge.embeddings import LangChainEmbedder, embedder_for
     from selfcrag.context import Context
+    from selfcrag.knowledge.embeddings import LangChainEmbedder, embedder_for
 
     if embeddings is None:
         return embedder_for(Context.from_env().embeddings)

@@ -13,13 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from selfcrag.knowledge import index_files
 from selfcrag.contract import Embedder, Retriever
+from selfcrag.home import is_postgres
+from selfcrag.knowledge import index_files
 from selfcrag.knowledge.documents import IngestError, SourceDocument, chunk_documents, load_documents
 from selfcrag.knowledge.retrieval import HybridIndex, embedder_label, require_index
-from selfcrag.text.text import TOKENIZER
 from selfcrag.knowledge.vector_store import FORMAT as TEXT_VECTORS
-from selfcrag.store.home import is_postgres
+from selfcrag.text.text import TOKENIZER
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -84,7 +84,7 @@ def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Pa
     digest = hashlib.sha256(f"{embedder_label(embedder)}\0{TOKENIZER}\0{TEXT_VECTORS}".encode())  # rebuilt with them
     for doc in documents:
         digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
-    from selfcrag.store.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache
+    from selfcrag.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache
 
     return cache_dir() / f"sample-{digest.hexdigest()[:16]}"
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from selfcrag.contract import Embedder, Passage
+from selfcrag.home import describe
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import Chunk, IngestError
 from selfcrag.knowledge.embeddings import reads
@@ -36,11 +37,10 @@ from selfcrag.knowledge.retrieval import (
     keyword_scored,
     top_passages,
 )
-from selfcrag.text.text import TOKENIZER, keyword_tokens
 from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.knowledge.vector_store import embedder_name
 from selfcrag.knowledge.vector_store import key as text_key
-from selfcrag.store.home import describe
+from selfcrag.text.text import TOKENIZER, keyword_tokens
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever

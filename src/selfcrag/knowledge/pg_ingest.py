@@ -20,9 +20,9 @@ from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
 from selfcrag.knowledge.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
 from selfcrag.knowledge.retrieval import index_text
-from selfcrag.text.text import keyword_tokens
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
 from selfcrag.knowledge.vector_store import key as text_key
+from selfcrag.text.text import keyword_tokens
 
 BATCH_CHUNKS = 1024  # chunks embedded and written per transaction (whole documents: a batch may hold more)
 # A first ingest of at least this many chunks into an empty knowledge base builds the HNSW index after the load:

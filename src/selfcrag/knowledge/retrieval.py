@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.contract import Embedder, Passage
 from selfcrag.knowledge import index_files, vector_index
 from selfcrag.knowledge.atomic_dir import reading, recover_directory, replace_directory
-from selfcrag.contract import Embedder, Passage
 from selfcrag.knowledge.bm25 import ARRAYS, BM25
 from selfcrag.knowledge.documents import Chunk, IngestError
 from selfcrag.knowledge.embeddings import reads
-from selfcrag.text.text import TOKENIZER, keyword_tokens
 from selfcrag.knowledge.vector_store import TextVectors, embed_index
 from selfcrag.knowledge.vector_store import key as text_key
+from selfcrag.text.text import TOKENIZER, keyword_tokens
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever

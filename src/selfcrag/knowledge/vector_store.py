@@ -141,12 +141,12 @@ def evidence_texts(passage_texts: Iterable[str], strip_sentences: int | None = N
     """Every text the offline components embed for passages with these texts, once each: the passage (relevance
     grader), its sentences (relevance grader, refiner), its strips at `strip_sentences` (default: the setting's
     default) and their sentences as the extractive generator and the groundedness checker cut them."""
+    from selfcrag.context import Context
     from selfcrag.offline.extractive import clean
     from selfcrag.offline.groundedness import evidence_sentences
     from selfcrag.offline.offline_grading import passage_texts as graded
     from selfcrag.offline.refine import strips_of
     from selfcrag.text.text import split_sentences
-    from selfcrag.context import Context
 
     size = strip_sentences or Context().strip_sentences
     out: dict[str, None] = {}

@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from selfcrag.contract import AnswerGrade
+from selfcrag.language import language_of
 from selfcrag.llm.structured import Score, ask
 from selfcrag.offline.offline_grading import constraint_violations
-from selfcrag.text.terms import coverage, question_terms, strip_citations
-from selfcrag.language import language_of
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
+from selfcrag.text.terms import coverage, question_terms, strip_citations
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 _NOTHING = {"", "none", "nothing", "n/a", "na", "-", "nothing is missing", "null"}
 

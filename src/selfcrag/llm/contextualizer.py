@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from selfcrag.contract import Rewrite, Turn
-from selfcrag.offline.contextualize import carry_subject
 from selfcrag.llm.structured import ask
-from selfcrag.text.sanitize import clean_text
+from selfcrag.offline.contextualize import carry_subject
 from selfcrag.prompts import contextualize as prompts
+from selfcrag.text.sanitize import clean_text
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 
 class StandaloneQuestion(BaseModel):

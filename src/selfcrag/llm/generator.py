@@ -12,18 +12,18 @@ import re
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Citation, Draft, Strip, Turn
+from selfcrag.language import language_of
 from selfcrag.llm.calls import MAX_TOKENS, call, reply_chars
 from selfcrag.llm.declines import banning, doubted_decline, with_probabilities
 from selfcrag.llm.structured import text_of, usage_tokens
-from selfcrag.text.terms import terms_of
-from selfcrag.text.text import split_sentences
-from selfcrag.language import language_of
 from selfcrag.prompts.generation import GenerationPrompt, generation_prompt
 from selfcrag.prompts.messages import phrase
+from selfcrag.text.terms import terms_of
+from selfcrag.text.text import split_sentences
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 _INSUFFICIENT = re.compile(r"^\W*INSUFFICIENT\b\W*(.*)", re.I | re.S)
 _MISSING_LINE = re.compile(r"^\W*Missing\s*:\s*(.+)$", re.I | re.M)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator
 
 from selfcrag.contract import GroundednessCheck, Strip
+from selfcrag.llm.structured import ask, normalised
 from selfcrag.offline.groundedness import (
     FLAG_PENALTY,
     citation_scope,
@@ -22,14 +23,13 @@ from selfcrag.offline.groundedness import (
     instruction_claim,
     instruction_flag,
 )
-from selfcrag.llm.structured import ask, normalised
 from selfcrag.prompts import grading as prompts
 from selfcrag.quality.injection import is_instruction
-from selfcrag.quality.rules import rule_flags
+from selfcrag.text.rules import rule_flags
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 Verdict = Literal["grounded", "inferred", "unsupported"]
 _SYNONYMS = {"supported": "grounded", "fully supported": "grounded", "yes": "grounded", "partially supported":

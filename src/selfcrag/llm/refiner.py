@@ -19,13 +19,13 @@ from pydantic import BaseModel
 from selfcrag.contract import Passage, Refinement, Strip
 from selfcrag.llm.structured import Score, ask
 from selfcrag.offline.refine import MIN_STRIP_SCORE, RELATIVE_FLOOR, STRIP_SIM_WEIGHT
+from selfcrag.prompts import grading as prompts
 from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import approx_tokens, split_sentences
-from selfcrag.prompts import grading as prompts
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 
 class StripPick(BaseModel):

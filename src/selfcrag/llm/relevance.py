@@ -14,8 +14,8 @@ from selfcrag.llm.structured import Score, ask_many, normalised
 from selfcrag.prompts import grading as prompts
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 _SYNONYMS = {"relevant": "correct", "yes": "correct", "irrelevant": "incorrect", "not relevant": "incorrect",
              "no": "incorrect", "partially relevant": "ambiguous", "partial": "ambiguous", "unsure": "ambiguous"}

@@ -15,8 +15,8 @@ from selfcrag.offline.rewrite import WEB_MAX_WORDS, KeywordRewriter
 from selfcrag.prompts import grading as prompts
 
 if TYPE_CHECKING:
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 EVIDENCE_STRIPS = 2  # the best strips show the model the documents' wording; more only costs tokens
 

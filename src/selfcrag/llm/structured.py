@@ -29,8 +29,8 @@ from selfcrag.prompts.tokens import count_tokens
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from selfcrag.llm.models import ChatModels
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 METHODS = ("json_schema", "function_calling", "json_mode", "prompt")
 T = TypeVar("T", bound=BaseModel)

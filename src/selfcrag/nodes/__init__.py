@@ -8,10 +8,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.contract import ModelUse
-from selfcrag.llm.calls import run_limits
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import ModelUse
 from selfcrag.ledger import ledger_of
+from selfcrag.llm.calls import run_limits
 from selfcrag.state import State
 
 

@@ -8,9 +8,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.offline.offline_grading import crag_action
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.offline_grading import crag_action
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
 

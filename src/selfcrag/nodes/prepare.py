@@ -16,11 +16,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from selfcrag.backend import Components
-from selfcrag.contract import Turn
-from selfcrag.text.sanitize import clean_text
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import Turn
 from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.sanitize import clean_text
 
 
 class QuestionError(ValueError):

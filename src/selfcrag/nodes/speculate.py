@@ -14,15 +14,15 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components, component_for
-from selfcrag.contract import Strip
-from selfcrag.text.redaction import redact
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import Strip
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.routing import after_refine
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.redaction import redact
 
 
 def model_backend(components: Components, settings: Context) -> bool:

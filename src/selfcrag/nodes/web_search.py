@@ -11,11 +11,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.contract import WebSearchError
-from selfcrag.offline.refine import accumulate
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import WebSearchError
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.refine import accumulate
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State

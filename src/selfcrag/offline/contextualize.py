@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from selfcrag.contract import Rewrite, Turn
-from selfcrag.text.terms import key_terms, question_terms
-from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, term, words
 from selfcrag.data_sections import read_sections
 from selfcrag.language import has_cjk, language_of
+from selfcrag.text.terms import key_terms, question_terms
+from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, term, words
 
 CARRIED_TERMS = 6  # subject terms carried from earlier turns: a topic, not a paragraph
 

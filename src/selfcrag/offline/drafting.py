@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Draft, Generator, Grade, Passage, Strip, Turn
+from selfcrag.text.rules import names
 from selfcrag.text.terms import coverage, key_terms, strip_citations, terms_of
 from selfcrag.text.text import STOPWORDS, term, words
-from selfcrag.quality.rules import names
 
 if TYPE_CHECKING:
     from selfcrag.context import Context

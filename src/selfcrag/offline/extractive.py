@@ -13,18 +13,18 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from selfcrag.offline import comparison
 from selfcrag.contract import Citation, Draft, Embedder, Strip, Turn
 from selfcrag.knowledge.embeddings import for_run, stored_for_run
-from selfcrag.offline.offline_grading import embed, similarity_or_stand_in
-from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
-from selfcrag.text.text import STOPWORDS, split_sentences, term, words
 from selfcrag.language import language_of
+from selfcrag.offline import comparison
+from selfcrag.offline.offline_grading import embed, similarity_or_stand_in
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
-from selfcrag.quality.rules import names
+from selfcrag.text.rules import names
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
+from selfcrag.text.text import STOPWORDS, split_sentences, term, words
 
 if TYPE_CHECKING:
     from selfcrag.context import Context

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.contract import Embedder, GroundednessCheck, Strip
-from selfcrag.offline.comparison import is_verdict
 from selfcrag.knowledge.embeddings import for_run, reads, stored_for_run
-from selfcrag.offline.offline_grading import embed
-from selfcrag.text.terms import fold, strip_citations, terms_of
-from selfcrag.text.text import split_sentences, words
 from selfcrag.language import CJK, language_of
+from selfcrag.offline.comparison import is_verdict
+from selfcrag.offline.offline_grading import embed
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.injection import is_instruction
-from selfcrag.quality.rules import rule_flags
+from selfcrag.text.rules import rule_flags
+from selfcrag.text.terms import fold, strip_citations, terms_of
+from selfcrag.text.text import split_sentences, words
 
 if TYPE_CHECKING:
     from selfcrag.context import Context

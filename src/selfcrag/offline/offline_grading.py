@@ -21,17 +21,17 @@ import numpy as np
 
 from selfcrag.contract import AnswerGrade, Embedder, Grade, Grading, Label, Passage
 from selfcrag.knowledge.embeddings import for_run, reads, stored_for_run
-from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
-from selfcrag.text.text import split_sentences
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.constraints import Violation, violations
-from selfcrag.quality.opposites import Conflict, conflicts
-from selfcrag.quality.rules import is_identifier
+from selfcrag.text.opposites import Conflict, conflicts
+from selfcrag.text.rules import is_identifier
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
+from selfcrag.text.text import split_sentences
 
 if TYPE_CHECKING:
-    from selfcrag.knowledge.vector_store import TextVectors
     from selfcrag.context import Context
+    from selfcrag.knowledge.vector_store import TextVectors
 
 # Cosine similarities of all-MiniLM-L6-v2 are rescaled to [0, 1]: unrelated text sits around 0.0-0.2,
 # a sentence that answers a question around 0.5-0.8.
@@ -207,7 +207,7 @@ WEAK_TYPES = {"generic", "yesno", "reason"}
 UNTYPED_FACTOR = 0.8
 
 
-# An answer that says the opposite of what the question asks (quality.opposites) answers another question.
+# An answer that says the opposite of what the question asks (text.opposites) answers another question.
 CONFLICT_FACTOR = 0.5
 # So does one about another entity, number or qualifier than the one asked (quality.constraints): never useful,
 # and its score (a confidence signal) halved like a conflict's.
@@ -269,7 +269,7 @@ class OfflineAnswerGrader:
 
 
 def constraint_violations(question: str, answer: str, found: list[Conflict] | None = None) -> list[Violation]:
-    """The answer's constraint violations (quality.constraints), less another number where quality.opposites
+    """The answer's constraint violations (quality.constraints), less another number where text.opposites
     already found one (`found`): "nineteen" answered by "nine" is one finding, not two."""
     numbered = any(c.kind == "number" for c in found or [])
     return [v for v in violations(question, answer) if not (numbered and v.kind == "number")]

@@ -15,12 +15,12 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Embedder, Rewrite, Strip, Turn
+from selfcrag.language import language_of
 from selfcrag.offline.contextualize import carry_subject
+from selfcrag.prompts import messages
+from selfcrag.text.rules import names
 from selfcrag.text.terms import join_pairs, question_terms
 from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, split_sentences, term, words
-from selfcrag.language import language_of
-from selfcrag.prompts import messages
-from selfcrag.quality.rules import names
 
 if TYPE_CHECKING:
     from selfcrag.context import Context

@@ -90,7 +90,7 @@ def answer_type(kind: str, language: Language = "en") -> str:
 
 
 def conflict(kind: str, asked: str, stated: str, language: Language = "en") -> str:
-    """What the answer says instead of what the question asks (quality.opposites)."""
+    """What the answer says instead of what the question asks (text.opposites)."""
     if kind == "negation":
         return phrase("negation_not_in_answer", language)
     return phrase("opposite_in_answer", language, asked, stated)

@@ -21,10 +21,10 @@ from importlib import resources
 from typing import TypedDict
 
 from selfcrag.contract import Passage
-from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
-from selfcrag.text.text import normalise, split_sentences
 from selfcrag.quality.addressed import addressed
 from selfcrag.quality.folding import views
+from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
+from selfcrag.text.text import normalise, split_sentences
 
 _DOT_GLUE = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
 

@@ -8,8 +8,8 @@ import time
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from selfcrag.home import describe, sqlite_path
 from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, StoreError, database
-from selfcrag.store.home import describe, sqlite_path
 
 
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:

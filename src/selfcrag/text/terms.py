@@ -13,6 +13,9 @@ import unicodedata
 from functools import lru_cache
 from typing import Literal
 
+from selfcrag.language import has_cjk, language_of
+from selfcrag.text.opposites import asked_sentence
+from selfcrag.text.rules import LONE_ONE, names
 from selfcrag.text.text import (
     LIGHT_VERBS_ZH,
     QUESTION_WORDS,
@@ -23,9 +26,6 @@ from selfcrag.text.text import (
     term,
     words,
 )
-from selfcrag.language import has_cjk, language_of
-from selfcrag.quality.opposites import asked_sentence
-from selfcrag.quality.rules import LONE_ONE, names
 
 _CITATION = re.compile(r"\s*\[(?:doc|web)_\d+\](?:\s*\[(?:doc|web)_\d+\])*")
 
