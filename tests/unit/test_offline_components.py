@@ -7,10 +7,10 @@ import pytest
 
 from selfcrag.context import Context
 from selfcrag.contract import Grade, Passage, Strip
-from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.knowledge.embeddings import default_embedder, embed
 from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.offline.groundedness import OfflineGroundednessChecker
-from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action, embed
+from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action
 from selfcrag.offline.refine import StripRefiner
 from selfcrag.offline.rewrite import KeywordRewriter
 from selfcrag.text.rules import rule_flags

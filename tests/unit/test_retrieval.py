@@ -865,7 +865,7 @@ def test_real_embedder_retrieves_by_meaning() -> None:
 
 def test_an_index_stores_vectors_of_what_the_offline_components_compare(index: HybridIndex, tmp_path: Path) -> None:
     from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE, key
-    from selfcrag.offline.refine import strips_of
+    from selfcrag.text.cuts import strips_of
 
     store = index.text_vectors
     assert store is not None and store.embedder == "test/bow"

@@ -9,7 +9,9 @@ Nothing here loads at import time; `default_embedder()` loads once per process o
 from __future__ import annotations
 
 import os
-from collections import deque
+import threading
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
@@ -180,3 +182,59 @@ def default_embedder(runtime: str | None = None) -> OnnxMiniLM | TorchMiniLM:
     if runtime == "torch":
         return TorchMiniLM()
     raise EmbeddingModelError(f"unknown embeddings runtime {runtime!r}; use 'onnx' or 'torch'")
+
+
+# --- embeddings ---------------------------------------------------------------------------------------------
+
+_CACHE_SIZE = 8192
+_caches: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def embed(embedder: Embedder, texts: list[str], stored: TextVectors | None = None) -> np.ndarray:
+    """Embeddings of `texts`: from `stored`, the stored vectors of the index the run searches (`stored_for_run`),
+    where it has them, else from a small per-embedder cache (grading, refinement, generation and the groundedness
+    check embed many of the same sentences in one run), else in one batch call for the rest. The cache holds only
+    what the embedder computed, which no index changes, so runs over different indexes may share it."""
+    if not texts:
+        return embedder.embed_documents([])
+    found = stored.lookup(embedder, texts) if stored is not None else {}
+    todo = [t for t in dict.fromkeys(texts) if t not in found]
+    if not todo:
+        return np.stack([found[t] for t in texts])
+    try:
+        with _lock:
+            cache = _caches.setdefault(embedder, OrderedDict())
+            found.update((t, cache[t]) for t in todo if t in cache)
+    except TypeError:  # an embedder that cannot be weakly referenced: no cache
+        found.update(zip(todo, embedder.embed_documents(todo), strict=True))
+        return np.stack([found[t] for t in texts])
+    todo = [t for t in todo if t not in found]
+    if todo:
+        found.update(zip(todo, embedder.embed_documents(todo), strict=True))
+        with _lock:
+            for text in todo:
+                cache[text] = found[text]
+            while len(cache) > _CACHE_SIZE:
+                cache.popitem(last=False)
+    return np.stack([found[t] for t in texts])
+
+
+def query_vector(embedder: Embedder, query: str) -> np.ndarray:
+    """The retriever's vector of `query` (`embed_query`), kept in the cache `embed()` reads: the graders then
+    compare the same question without embedding it a second time (a third of a warm question's model calls).
+    For the local model a query's and a document's vector are the same; for a LangChain embedder that tells them
+    apart, the graders see the question as the query it is."""
+    try:
+        with _lock:
+            cache = _caches.setdefault(embedder, OrderedDict())
+            if query in cache:
+                return cache[query]
+    except TypeError:  # an embedder that cannot be weakly referenced: no cache
+        return np.asarray(embedder.embed_query(query), dtype=np.float32)
+    vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    with _lock:
+        cache[query] = vector
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    return vector

@@ -29,7 +29,10 @@ from selfcrag.contract import Embedder, Passage
 from selfcrag.home import describe
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import Chunk, IngestError
-from selfcrag.knowledge.embeddings import reads
+from selfcrag.knowledge.embeddings import (
+    query_vector,  # the graders read it from the same cache
+    reads,
+)
 from selfcrag.knowledge.retrieval import (
     CANDIDATES_PER_K,
     embedder_label,
@@ -293,8 +296,6 @@ class PgIndex:
         terms = list(dict.fromkeys(tokens))
         qvec = None
         if reads(self.embedder, query):
-            from selfcrag.offline.offline_grading import query_vector  # the graders' cache, as retrieval.py
-
             qvec = np.array(query_vector(self.embedder, query), dtype=np.float32)
             qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
         with self.snapshot() as conn:

@@ -23,7 +23,10 @@ from selfcrag.knowledge import index_files, vector_index
 from selfcrag.knowledge.atomic_dir import reading, recover_directory, replace_directory
 from selfcrag.knowledge.bm25 import ARRAYS, BM25
 from selfcrag.knowledge.documents import Chunk, IngestError
-from selfcrag.knowledge.embeddings import reads
+from selfcrag.knowledge.embeddings import (
+    query_vector,  # the graders read it from the same cache
+    reads,
+)
 from selfcrag.knowledge.vector_store import TextVectors, embed_index
 from selfcrag.knowledge.vector_store import key as text_key
 from selfcrag.text.text import TOKENIZER, keyword_tokens
@@ -203,7 +206,6 @@ class HybridIndex:
         lexical = {row for row, _ in ranked}
         if not reads(self.embedder, query):
             return self._top(self._keyword_scored(tokens, dict(ranked), lexical, settings), settings)
-        from selfcrag.offline.offline_grading import query_vector  # the graders' cache: embedded once a round
 
         qvec = np.array(query_vector(self.embedder, query), dtype=np.float32).reshape(1, -1)
         if qvec.shape[1] != self._vectors.d:

@@ -3,7 +3,7 @@
 The offline graders, the refiner, the extractive generator and the groundedness checker compare the question
 with each passage, each sentence and each knowledge strip. Embedding those for every question was 97% of an
 offline question's CPU; they depend only on the index, so `HybridIndex.build` embeds them once
-(`evidence_texts`), `save` writes them beside the index and `load` reads them back. `offline_grading.embed()`
+(`evidence_texts`), `save` writes them beside the index and `load` reads them back. `embeddings.embed()`
 asks the store of the index the run searches first (`TextVectors.lookup`) and embeds only what it lacks: the
 question, its rewrites, web results.
 
@@ -29,7 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import Embedder
+from selfcrag.text import cuts
+from selfcrag.text.text import split_sentences
 
 VECTORS_FILE, KEYS_FILE = "text_vectors.npy", "text_keys.npy"  # beside the index's own files
 FORMAT = "text-vectors/2"  # part of the sample and eval indexes' cache keys: a cached one from before is rebuilt once
@@ -141,21 +144,14 @@ def evidence_texts(passage_texts: Iterable[str], strip_sentences: int | None = N
     """Every text the offline components embed for passages with these texts, once each: the passage (relevance
     grader), its sentences (relevance grader, refiner), its strips at `strip_sentences` (default: the setting's
     default) and their sentences as the extractive generator and the groundedness checker cut them."""
-    from selfcrag.context import Context
-    from selfcrag.offline.extractive import clean
-    from selfcrag.offline.groundedness import evidence_sentences
-    from selfcrag.offline.offline_grading import passage_texts as graded
-    from selfcrag.offline.refine import strips_of
-    from selfcrag.text.text import split_sentences
-
     size = strip_sentences or Context().strip_sentences
     out: dict[str, None] = {}
     for text in passage_texts:
-        out.update(dict.fromkeys(graded(text)))
-        for strip, _ in strips_of(text, size):
+        out.update(dict.fromkeys(cuts.passage_texts(text)))
+        for strip, _ in cuts.strips_of(text, size):
             out[strip] = None
-            out.update(dict.fromkeys(clean(s) for s in split_sentences(strip)))  # the generator's candidates
-            out.update(dict.fromkeys(evidence_sentences(strip)))  # the groundedness checker's evidence
+            out.update(dict.fromkeys(cuts.clean(s) for s in split_sentences(strip)))  # the generator's candidates
+            out.update(dict.fromkeys(cuts.evidence_sentences(strip)))  # the groundedness checker's evidence
     out.pop("", None)
     return list(out)
 

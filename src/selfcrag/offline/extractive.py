@@ -9,19 +9,19 @@ addresses the assistant (prompt injection) is never copied, even if one reaches 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Citation, Draft, Embedder, Strip, Turn
-from selfcrag.knowledge.embeddings import for_run, stored_for_run
+from selfcrag.knowledge.embeddings import embed, for_run, stored_for_run
 from selfcrag.language import language_of
 from selfcrag.offline import comparison
-from selfcrag.offline.offline_grading import embed, similarity_or_stand_in
+from selfcrag.offline.offline_grading import similarity_or_stand_in
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
+from selfcrag.text.cuts import clean
 from selfcrag.text.rules import names
 from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.text.text import STOPWORDS, split_sentences, term, words
@@ -39,14 +39,6 @@ SECOND_MARGIN = 0.15  # a second sentence must score within this of the first ..
 def normalise(sentence: str) -> str:
     """For comparing sentences: no citation markers, case, spacing or final punctuation."""
     return " ".join(strip_citations(sentence).lower().split()).rstrip(".!?;: 。！？；：")
-
-
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-
-
-def clean(sentence: str) -> str:
-    """A sentence as it reads in an answer: without a leading list marker (still a substring of the evidence)."""
-    return _LIST_MARKER.sub("", sentence).strip()
 
 
 @dataclass

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.contract import Embedder, GroundednessCheck, Strip
-from selfcrag.knowledge.embeddings import for_run, reads, stored_for_run
+from selfcrag.knowledge.embeddings import embed, for_run, reads, stored_for_run
 from selfcrag.language import CJK, language_of
 from selfcrag.offline.comparison import is_verdict
-from selfcrag.offline.offline_grading import embed
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.injection import is_instruction
+from selfcrag.text.cuts import GLUED, evidence_sentences
 from selfcrag.text.rules import rule_flags
 from selfcrag.text.terms import fold, strip_citations, terms_of
 from selfcrag.text.text import split_sentences, words
@@ -52,7 +52,6 @@ _NEGATION = re.compile(
 _NEGATION_ZH = re.compile("不(?![同过少久仅论管断但错如足])|没|无(?!论)|未|非(?!常)|别|勿")
 
 
-_GLUED = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
 _REF = re.compile(r"\[((?:doc|web)_\d+)\]")
 # Citation markers after a sentence's full stop ("... 30 days. [doc_1] Refunds ...", as the offline generator writes
 # them) belong to that sentence: moved before the stop, they stay with it when the answer is cut into sentences.
@@ -83,11 +82,6 @@ def citation_scope(refs: list[str], strips: list[Strip]) -> tuple[set[str], list
     """(the doc ids the labels name, the labels that name no document of the evidence)."""
     docs = {label: doc_id for doc_id, label in doc_labels(strips).items()}
     return {docs[r] for r in refs if r in docs}, [r for r in refs if r not in docs]
-
-
-def evidence_sentences(text: str) -> list[str]:
-    """The sentences of one evidence text, as the check compares them (an index stores their vectors)."""
-    return split_sentences(_GLUED.sub(". ", text))
 
 
 def _normalised(text: str) -> str:
@@ -129,7 +123,7 @@ class OfflineGroundednessChecker:
         sentences = [sentence for sentence, _ in cited]
         if not sentences:
             return GroundednessCheck(score=0.0, grounded=False)
-        texts = [_GLUED.sub(". ", s["text"]) for s in strips]
+        texts = [GLUED.sub(". ", s["text"]) for s in strips]
         evidence_text = "\n".join(texts)
         evidence, owners = [], []  # every evidence sentence, and the document it is from
         for strip, text in zip(strips, texts, strict=True):

@@ -3,35 +3,31 @@
 Both mix two cheap signals: embedding similarity (catches paraphrases) and coverage of the question's
 content words (catches a passage that is on-topic but lacks the one term the question is about, such as an
 error code or a place). For a question in a language the embedder cannot read (Chinese for the local MiniLM),
-the similarity is noise and `topic_signal` stands in for it. The shared embedding cache here (`embed`, the
-stored vectors first) is reused by the refiner, the extractive generator and the groundedness checker; what a
-question asks for and what a text covers lives in `text/terms.py`. Constants were picked on the SQuAD 2.0
-dev sample, HaluEval and the bundled sample questions (benchmarks/offline_components_check.py,
-benchmarks/bilingual_sample.py).
+the similarity is noise and `topic_signal` stands in for it. The embeddings come through the knowledge base
+(`knowledge/embeddings.py` `embed`: the index's stored vectors first, then a cache the refiner, the extractive
+generator and the groundedness checker share); what a question asks for and what a text covers lives in
+`text/terms.py`. Constants were picked on the SQuAD 2.0 dev sample, HaluEval and the bundled sample questions
+(benchmarks/offline_components_check.py, benchmarks/bilingual_sample.py).
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from selfcrag.contract import AnswerGrade, Embedder, Grade, Grading, Label, Passage
-from selfcrag.knowledge.embeddings import for_run, reads, stored_for_run
+from selfcrag.knowledge.embeddings import embed, for_run, reads, stored_for_run
 from selfcrag.language import has_cjk, language_of
 from selfcrag.prompts import messages
 from selfcrag.quality.constraints import Violation, violations
+from selfcrag.text.cuts import passage_texts
 from selfcrag.text.opposites import Conflict, conflicts
 from selfcrag.text.rules import is_identifier
 from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
-from selfcrag.text.text import split_sentences
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
-    from selfcrag.knowledge.vector_store import TextVectors
 
 # Cosine similarities of all-MiniLM-L6-v2 are rescaled to [0, 1]: unrelated text sits around 0.0-0.2,
 # a sentence that answers a question around 0.5-0.8.
@@ -39,67 +35,6 @@ SIM_FLOOR, SIM_CEIL = 0.2, 0.7
 # Relevance = weighted similarity + coverage. Similarity is the max of the whole passage and its best
 # sentence: one sentence that matches the question is good evidence even inside a long, diluted passage.
 RELEVANCE_SIM_WEIGHT = 0.55
-
-
-# --- embeddings ---------------------------------------------------------------------------------------------
-
-_CACHE_SIZE = 8192
-_caches: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def embed(embedder: Embedder, texts: list[str], stored: TextVectors | None = None) -> np.ndarray:
-    """Embeddings of `texts`: from `stored`, the stored vectors of the index the run searches (`stored_for_run`),
-    where it has them, else from a small per-embedder cache (grading, refinement, generation and the groundedness
-    check embed many of the same sentences in one run), else in one batch call for the rest. The cache holds only
-    what the embedder computed, which no index changes, so runs over different indexes may share it."""
-    if not texts:
-        return embedder.embed_documents([])
-    found = stored.lookup(embedder, texts) if stored is not None else {}
-    todo = [t for t in dict.fromkeys(texts) if t not in found]
-    if not todo:
-        return np.stack([found[t] for t in texts])
-    try:
-        with _lock:
-            cache = _caches.setdefault(embedder, OrderedDict())
-            found.update((t, cache[t]) for t in todo if t in cache)
-    except TypeError:  # an embedder that cannot be weakly referenced: no cache
-        found.update(zip(todo, embedder.embed_documents(todo), strict=True))
-        return np.stack([found[t] for t in texts])
-    todo = [t for t in todo if t not in found]
-    if todo:
-        found.update(zip(todo, embedder.embed_documents(todo), strict=True))
-        with _lock:
-            for text in todo:
-                cache[text] = found[text]
-            while len(cache) > _CACHE_SIZE:
-                cache.popitem(last=False)
-    return np.stack([found[t] for t in texts])
-
-
-def query_vector(embedder: Embedder, query: str) -> np.ndarray:
-    """The retriever's vector of `query` (`embed_query`), kept in the cache `embed()` reads: the graders then
-    compare the same question without embedding it a second time (a third of a warm question's model calls).
-    For the local model a query's and a document's vector are the same; for a LangChain embedder that tells them
-    apart, the graders see the question as the query it is."""
-    try:
-        with _lock:
-            cache = _caches.setdefault(embedder, OrderedDict())
-            if query in cache:
-                return cache[query]
-    except TypeError:  # an embedder that cannot be weakly referenced: no cache
-        return np.asarray(embedder.embed_query(query), dtype=np.float32)
-    vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
-    with _lock:
-        cache[query] = vector
-        while len(cache) > _CACHE_SIZE:
-            cache.popitem(last=False)
-    return vector
-
-
-def passage_texts(text: str) -> list[str]:
-    """What the relevance grader embeds of a passage: the whole text, then each sentence."""
-    return [text, *(split_sentences(text) or [text])]
 
 
 def scaled(similarity: float) -> float:

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from selfcrag.contract import Embedder, Passage, Refinement, Strip
-from selfcrag.knowledge.embeddings import for_run, stored_for_run
-from selfcrag.offline.offline_grading import embed, similarity_or_stand_in
+from selfcrag.knowledge.embeddings import embed, for_run, stored_for_run
+from selfcrag.offline.offline_grading import similarity_or_stand_in
+from selfcrag.text.cuts import strips_of
 from selfcrag.text.terms import coverage, question_terms
-from selfcrag.text.text import approx_tokens, split_sentences
+from selfcrag.text.text import approx_tokens
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -22,24 +23,6 @@ if TYPE_CHECKING:
 STRIP_SIM_WEIGHT = 0.6  # strips are short, so similarity is less diluted than for whole passages
 MIN_STRIP_SCORE = 0.2  # below this a strip is off-topic whatever the others score
 RELATIVE_FLOOR = 0.5  # ... and a strip scoring under half the best one only adds noise
-
-
-def strips_of(text: str, size: int) -> list[tuple[str, list[str]]]:
-    """(strip text, its sentences) per group of `size` sentences of a passage's text. The text is cut from the
-    passage as written, line breaks included, so list items and headings still split into the same sentences
-    downstream (and an index can store the vectors of both: vector_store)."""
-    sentences = split_sentences(text) or [text]
-    strips, cursor = [], 0
-    for i in range(0, len(sentences), max(1, size)):
-        group = sentences[i : i + size]
-        start = text.find(group[0], cursor)
-        end = text.find(group[-1], max(start, cursor)) + len(group[-1])
-        if start < 0 or end < len(group[-1]):  # a sentence re-joined after an abbreviation: no exact span
-            strips.append(("\n".join(group), group))
-            continue
-        strips.append((text[start:end], group))
-        cursor = end
-    return strips
 
 
 def _fit(sentences: list[str], budget: int) -> str:
