@@ -1,7 +1,8 @@
 """selfcrag's parts as LangChain objects, for code built on LangChain rather than on this graph.
 
-- `load_index(DIR)` returns the hybrid index; `index.as_retriever(k=4)` is a `BaseRetriever` (`IndexRetriever`)
-  that fuses FAISS and BM25 and applies the similarity gate exactly as the graph's `retrieve` node does.
+- `load_index(DIR)` returns the hybrid index; `index.as_retriever(k=4)` is a `BaseRetriever` (`IndexRetriever`,
+  langchain_retriever.py) that fuses FAISS and BM25 and applies the similarity gate exactly as the graph's
+  `retrieve` node does.
 - `LocalEmbeddings()` is the local all-MiniLM-L6-v2 (offline, no torch) as a LangChain `Embeddings`, usable with
   any vector store. An index ingested with it is the same as one ingested with the default `local` embeddings.
 
@@ -14,48 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict
 
+from selfcrag.context import Context
 from selfcrag.contract import Embedder
+from selfcrag.knowledge.embeddings import LangChainEmbedder, default_embedder, embedder_for
+from selfcrag.knowledge.loaded_indexes import open_index
 
 if TYPE_CHECKING:
-    from selfcrag.context import Context
     from selfcrag.knowledge.minilm import OnnxMiniLM, TorchMiniLM
     from selfcrag.knowledge.retrieval import HybridIndex
-
-
-class IndexRetriever(BaseRetriever):
-    """A selfcrag index as a LangChain retriever: the `k` best chunks of a query, best first, as Documents."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    index: Any  # HybridIndex (Any: pydantic would try to validate the class)
-    settings: Any  # Context with the retriever's k
-
-    @classmethod
-    def of(cls, index: HybridIndex, k: int, settings: Context | None = None) -> IndexRetriever:
-        from selfcrag.context import Context
-
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                **kwargs: Any) -> list[Document]:
-        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do."""
-        settings = self.settings
-        if "k" in kwargs:
-            k = kwargs["k"]
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise ValueError(f"k must be a positive integer, got {k!r}")
-            settings = settings.model_copy(update={"k": k})
-        fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
-        return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
-                for p in self.index.retrieve(query, settings)]
 
 
 class LocalEmbeddings(Embeddings):
@@ -67,8 +36,6 @@ class LocalEmbeddings(Embeddings):
 
     @property
     def embedder(self) -> OnnxMiniLM | TorchMiniLM:
-        from selfcrag.knowledge.embeddings import default_embedder
-
         # default_embedder() and default_embedder(None) are two cache entries: two models in memory.
         return default_embedder(self.runtime) if self.runtime else default_embedder()
 
@@ -83,9 +50,6 @@ def as_embedder(embeddings: Any = None) -> Embedder:
     """What ingest and load_index embed with: None = the `embeddings` setting (SELFCRAG_EMBEDDINGS, default local);
     `LocalEmbeddings` = the local model itself (so its indexes load with the default settings); another LangChain
     `Embeddings` = wrapped (`LangChainEmbedder`); anything else is taken to be an Embedder already."""
-    from selfcrag.context import Context
-    from selfcrag.knowledge.embeddings import LangChainEmbedder, embedder_for
-
     if embeddings is None:
         return embedder_for(Context.from_env().embeddings)
     if isinstance(embeddings, LocalEmbeddings):
@@ -101,6 +65,4 @@ def load_index(index_dir: str | Path, embeddings: Any = None) -> HybridIndex:
     """The index in `index_dir` (built by `selfcrag ingest` or `selfcrag.ingest`; a directory, or the
     postgresql:// URL of a knowledge base in PostgreSQL + pgvector), read with the embeddings that built it
     (`embeddings` as for `as_embedder`). The same object the graph uses in this process."""
-    from selfcrag.knowledge.loaded_indexes import open_index
-
     return open_index(index_dir, as_embedder(embeddings))

@@ -364,7 +364,8 @@ class PgIndex:
 
     def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
         """This knowledge base as a LangChain `BaseRetriever` of `k` Documents, as HybridIndex.as_retriever."""
-        from selfcrag.knowledge.langchain_objects import IndexRetriever
+        # Lazily, for start-up time: langchain_core loads only when a LangChain caller asks for a retriever.
+        from selfcrag.knowledge.langchain_retriever import IndexRetriever
 
         return IndexRetriever.of(self, k, settings)  # type: ignore[arg-type]
 

@@ -20,6 +20,7 @@ from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
 from selfcrag.knowledge.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
 from selfcrag.knowledge.retrieval import index_text
+from selfcrag.knowledge.reuse import Reusing, content_hash
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
 from selfcrag.knowledge.vector_store import key as text_key
 from selfcrag.text.text import keyword_tokens
@@ -34,8 +35,6 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
                      on_progress: Callable[[int, int], None] | None = None) -> None:
     """Write `docs` into the knowledge base at `url` and fill `report` (an ingestion.IngestReport)."""
     import psycopg
-
-    from selfcrag.knowledge.ingestion import _Reusing, content_hash
 
     dim = len(embedder.embed_query("dimensions"))
     conn = connect(url)
@@ -55,7 +54,7 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
         report.unchanged = len(docs) - len(todo)
         report.replaced_index = existed and not append
         chunks = chunk_documents(todo)
-        reusing = _Reusing(embedder, index)  # type: ignore[arg-type]  # it asks only for stored_vectors
+        reusing = Reusing(embedder, index)  # type: ignore[arg-type]  # it asks only for stored_vectors
         empty = not conn.execute("SELECT EXISTS (SELECT 1 FROM selfcrag_kb_chunks)").fetchone()[0]
         if empty and len(chunks) >= BULK_FROM:  # until it is built, searches are exact (and right)
             conn.execute("DROP INDEX IF EXISTS selfcrag_kb_chunks_hnsw")

@@ -323,7 +323,8 @@ class HybridIndex:
     def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
         """This index as a LangChain `BaseRetriever` of `k` Documents (metadata id, doc_id, chunk_index, title,
         source, score); `settings` (default: the environment's) set the fusion weights and the gate."""
-        from selfcrag.knowledge.langchain_objects import IndexRetriever
+        # Lazily, for start-up time: langchain_core loads only when a LangChain caller asks for a retriever.
+        from selfcrag.knowledge.langchain_retriever import IndexRetriever
 
         return IndexRetriever.of(self, k, settings)
 
