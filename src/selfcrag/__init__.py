@@ -42,8 +42,10 @@ def ask(
     continues that conversation, from any process; without one a new thread starts. The output adds `thread_id`
     and `turn`; a run paused for review adds `review` and waits in `selfcrag review list`. A graph compiled with
     its own checkpointer keeps its threads there. Without a usable store a one-off question still runs, unkept."""
+    # Imported here, not above: the store's database and checkpointer load when a question is asked, so that
+    # `import selfcrag` stays cheap (start-up time; no circle: threads imports nothing from this module).
     from selfcrag.store.db import StoreError
-    from selfcrag.store.threads import ask_in_thread
+    from selfcrag.threads import ask_in_thread
 
     try:
         return ask_in_thread(question, thread_id, context=context, compiled_graph=compiled_graph)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from selfcrag import ask
-from selfcrag.store.threads import config, persistent
+from selfcrag.threads import config, persistent
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 RETURNS = "How many days do I have to return an item?"

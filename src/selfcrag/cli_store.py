@@ -1,5 +1,6 @@
 """The store's sub-commands of `selfcrag`: `chat`, `review list|show|approve|edit|reject`, `monitor` and `report`
-(`selfcrag ask --thread` lives with `ask` in selfcrag/cli.py). Bad input is one line and a non-zero exit."""
+(`selfcrag ask --thread` lives with `ask` in selfcrag/cli.py). Bad input is one line and a non-zero exit.
+Imports of the store and the graph sit inside the commands for start-up time (`selfcrag --help` loads neither)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from selfcrag.terminal import operator_flags, render, thread_graph
 
 SHARED = ("index", "embeddings", "model", "domain", "risk", "review")  # chat takes ask's operator and run options
 
@@ -55,11 +58,10 @@ def add_commands(sub: Any, ask: argparse.ArgumentParser) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from selfcrag.cli import _operator, _thread_graph, render
-    from selfcrag.store.threads import ThreadBusyError, ask_in_thread, new_thread_id
+    from selfcrag.threads import ThreadBusyError, ask_in_thread, new_thread_id
 
-    _, chosen, context = _operator(args)
-    graph = _thread_graph(chosen, needed=True)
+    _, chosen, context = operator_flags(args)
+    graph = thread_graph(chosen, needed=True)
     thread = args.thread or new_thread_id()
     prompt = sys.stdin.isatty()
     print(f"thread {thread} (continue later: selfcrag chat --thread {thread}; end with Ctrl-D or /exit)",
@@ -112,10 +114,9 @@ def cmd_review_show(args: argparse.Namespace) -> int:
 
 
 def cmd_review_decide(args: argparse.Namespace) -> int:
-    from selfcrag.cli import render
-    from selfcrag.store import reviews
+    from selfcrag.threads import resolve_review
 
-    result = reviews.resolve(args.id, args.action, answer=getattr(args, "answer", ""), note=getattr(args, "note", ""))
+    result = resolve_review(args.id, args.action, answer=getattr(args, "answer", ""), note=getattr(args, "note", ""))
     result.pop("messages", None)
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str) if args.json else render(result))
     return 0

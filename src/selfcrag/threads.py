@@ -17,8 +17,11 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.graph import END
+from langgraph.types import Command
 
 from selfcrag.chat import close_run
+from selfcrag.graph import build_graph
+from selfcrag.graph import graph as default_graph
 from selfcrag.language import language_of
 from selfcrag.state import OutputState
 from selfcrag.store import leases, reviews
@@ -40,11 +43,9 @@ def persistent(compiled_graph: Any = None, settings: Any = None) -> Any:
     """A graph whose threads live in the store: `compiled_graph` with the store's checkpointer unless it has its
     own, else `build_graph(settings=settings)` with it."""
     if compiled_graph is None and settings is None:
-        from selfcrag.graph import graph as compiled_graph  # the default graph; a copy gets the checkpointer
+        compiled_graph = default_graph  # a copy gets the checkpointer
     if compiled_graph is not None:
         return compiled_graph if compiled_graph.checkpointer else compiled_graph.copy({"checkpointer": checkpointer()})
-    from selfcrag.graph import build_graph
-
     return build_graph(settings=settings, checkpointer=checkpointer())
 
 
@@ -175,3 +176,26 @@ def _first_line(exc: BaseException) -> str:
 def _is_user(message: Any) -> bool:
     kind = message.get("type") or message.get("role") if isinstance(message, dict) else message.type
     return kind in ("human", "user")
+
+
+def resolve_review(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
+    """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
+    the thread's final output (the reviewed answer)."""
+    if action not in reviews.ACTIONS:
+        raise reviews.ReviewError(f"action must be one of {', '.join(reviews.ACTIONS)}, got {action!r}")
+    if action == "edit" and not answer.strip():
+        raise reviews.ReviewError("edit needs the reviewed answer: --answer TEXT")
+    reviews.get(review_id)  # raises for an unknown id
+    graph = persistent(graph)
+    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
+        status = reviews.get(review_id)["status"]
+        if status not in reviews.OPEN:
+            raise reviews.ReviewError(f"review {review_id} is {status}, not pending")
+        if not paused(graph, review_id):
+            reviews.set_status(review_id, "stale", note="the thread is no longer paused")
+            raise reviews.ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
+        reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
+        reply |= {"note": note} if note else {}
+        result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
+        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
+    return result
