@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import (
     AnswerGrader,
     Embedder,
@@ -23,11 +24,14 @@ from selfcrag.contract import (
     WebSearch,
 )
 from selfcrag.endpoints import model_configured
+from selfcrag.knowledge.documents import IngestError
+from selfcrag.knowledge.embeddings import default_embedder, embedder_for, for_run
+from selfcrag.knowledge.loaded_indexes import index_for
+from selfcrag.web_search import TavilyWebSearch
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from selfcrag.context import Context
     from selfcrag.knowledge.vector_store import TextVectors
 
 
@@ -41,16 +45,12 @@ class LazyEmbedder:
 
     def _load(self) -> Embedder:
         if self._embedder is None:
-            from selfcrag.knowledge.embeddings import default_embedder
-
             self._embedder = default_embedder(self._runtime)
         return self._embedder
 
     def for_settings(self, settings: Context) -> Embedder:
         if settings.embeddings.strip() == "local":
             return self._load()
-        from selfcrag.knowledge.embeddings import embedder_for
-
         return embedder_for(settings.embeddings)
 
     @property
@@ -89,9 +89,6 @@ def searched(retriever: Retriever | None, embedder: Embedder | None, settings: C
     bundled sample (both loaded once per process, with the run's embedder)."""
     if retriever is not None:
         return retriever
-    from selfcrag.knowledge.embeddings import for_run
-    from selfcrag.knowledge.loaded_indexes import index_for
-
     return index_for(settings, for_run(embedder, settings) if embedder else None)
 
 
@@ -109,13 +106,9 @@ class IndexEmbedder:
         self.retriever = retriever
 
     def for_settings(self, settings: Context) -> Embedder:
-        from selfcrag.knowledge.embeddings import for_run
-
         return for_run(self.embedder, settings)
 
     def text_vectors(self, settings: Context) -> TextVectors | None:
-        from selfcrag.knowledge.documents import IngestError
-
         try:
             index = searched(self.retriever, self.embedder, settings)
         except IngestError:  # the index went away since the run retrieved from it: embed, as without a store
@@ -142,12 +135,12 @@ def offline_components(
     retriever: Retriever | None = None, embedder: Embedder | None = None, web: WebSearch | None = None
 ) -> Components:
     """Deterministic components that need no model: the default when none is configured."""
+    # The reasoners are imported when a backend is built, for start-up time: a run loads only the one it uses.
     from selfcrag.offline.extractive import ExtractiveGenerator
     from selfcrag.offline.groundedness import OfflineGroundednessChecker
     from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
     from selfcrag.offline.refine import StripRefiner
     from selfcrag.offline.rewrite import KeywordRewriter
-    from selfcrag.web_search import TavilyWebSearch
 
     shared: Embedder = embedder or LazyEmbedder()
     reading = IndexEmbedder(shared, retriever)  # the stored vectors of the index each run searches
@@ -174,6 +167,7 @@ def model_components(
     """Components on chat models. `llm` writes the answers and, unless `grader_llm` is given, grades too; without
     model objects both are built from each run's settings (`generator_model`, `grader_model`, `base_url`).
     Retrieval (and its local embeddings) and web search are the offline ones."""
+    # Imported here, for start-up time: an offline run never loads the model backend.
     from selfcrag.llm.answer_grade import LLMAnswerGrader
     from selfcrag.llm.generator import LLMGenerator
     from selfcrag.llm.groundedness import LLMGroundednessChecker
@@ -226,8 +220,6 @@ class _Chosen:
         self._role = role
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
-        from selfcrag.context import Context
-
         def call(*args: Any, **kwargs: Any) -> Any:
             settings = next(a for a in [*args, *kwargs.values()] if isinstance(a, Context))
             return getattr(getattr(self._backends.choose(settings), self._role), method)(*args, **kwargs)
@@ -240,8 +232,6 @@ def auto_components(
 ) -> Components:
     """Models when the run's `backend` setting says so, or (`auto`) when OPENAI_API_KEY or OPENAI_BASE_URL is set;
     else offline. Nothing is loaded or connected until a run needs it."""
-    from selfcrag.web_search import TavilyWebSearch
-
     backends = _Backends(retriever, embedder or LazyEmbedder(), web or TavilyWebSearch())
     roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter")
     chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}

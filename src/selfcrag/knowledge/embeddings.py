@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import EmbeddingModelError
 from selfcrag.endpoints import api_key_for
 from selfcrag.knowledge.minilm import OnnxMiniLM, TorchMiniLM, normalise
@@ -27,7 +28,6 @@ from selfcrag.language import language_of
 from selfcrag.text.redaction import redact
 
 if TYPE_CHECKING:
-    from selfcrag.context import Context
     from selfcrag.contract import Embedder
     from selfcrag.knowledge.vector_store import TextVectors
 
@@ -113,8 +113,6 @@ class LangChainEmbedder:
 
 
 def _operator_settings() -> Context:
-    from selfcrag.context import Context
-
     return Context.from_env()
 
 
@@ -122,7 +120,6 @@ def openai_embedder(model: str) -> LangChainEmbedder:
     """`OpenAIEmbeddings` (langchain-openai) for `model` at OPENAI_BASE_URL (default: api.openai.com)."""
     from langchain_openai import OpenAIEmbeddings
     from pydantic import SecretStr
-
 
     # Only the operator's endpoint, never one a run chose, so OPENAI_API_KEY goes only where it was configured to.
     base_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or None

@@ -147,7 +147,7 @@ def ingest(
     if isinstance(sources, str | Path | Document):
         sources = [sources]
     if is_postgres(str(index_dir)):  # the knowledge base in PostgreSQL + pgvector (pg_ingest.py)
-        from selfcrag.knowledge.pg_ingest import ingest_documents
+        from selfcrag.knowledge.pg_ingest import ingest_documents  # lazily, for start-up: loads when used
 
         embedder = as_embedder(embeddings)
         loaded = read_documents(sources, strict=strict, limits=limits)

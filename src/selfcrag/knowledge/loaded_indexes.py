@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Embedder, Retriever
-from selfcrag.home import is_postgres
+from selfcrag.home import cache_dir, is_postgres
 from selfcrag.knowledge import index_files
 from selfcrag.knowledge.documents import IngestError, SourceDocument, chunk_documents, load_documents
+from selfcrag.knowledge.embeddings import default_embedder
 from selfcrag.knowledge.retrieval import HybridIndex, embedder_label, require_index
 from selfcrag.knowledge.vector_store import FORMAT as TEXT_VECTORS
 from selfcrag.text.text import TOKENIZER
@@ -31,8 +32,6 @@ _cache_lock = threading.Lock()
 def _embedder_or_default(embedder: Embedder | None) -> Embedder:
     if embedder is not None:
         return embedder
-    from selfcrag.knowledge.embeddings import default_embedder
-
     return default_embedder()
 
 
@@ -59,7 +58,7 @@ def open_index(index_dir: str | Path, embedder: Embedder | None = None) -> Hybri
     """The index in `index_dir`, loaded once per process (reloaded if it was rebuilt since); a postgresql:// URL is
     a knowledge base in PostgreSQL (pg_index.py), opened once per process and read at every query."""
     if is_postgres(str(index_dir)):
-        from selfcrag.knowledge.pg_index import open_pg
+        from selfcrag.knowledge.pg_index import open_pg  # lazily, for start-up: PostgreSQL's side loads when used
 
         return open_pg(str(index_dir), _embedder_or_default(embedder))  # type: ignore[return-value]
     if embedder is not None:
@@ -84,8 +83,6 @@ def _sample_cache_dir(documents: list[SourceDocument], embedder: Embedder) -> Pa
     digest = hashlib.sha256(f"{embedder_label(embedder)}\0{TOKENIZER}\0{TEXT_VECTORS}".encode())  # rebuilt with them
     for doc in documents:
         digest.update(f"{doc.doc_id}\0{doc.title}\0{doc.text}\0".encode())
-    from selfcrag.home import cache_dir  # SELFCRAG_CACHE_DIR, else <SELFCRAG_HOME>/cache
-
     return cache_dir() / f"sample-{digest.hexdigest()[:16]}"
 
 

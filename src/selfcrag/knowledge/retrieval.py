@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import Embedder, Passage
 from selfcrag.knowledge import index_files, vector_index
 from selfcrag.knowledge.atomic_dir import reading, recover_directory, replace_directory
@@ -34,7 +35,6 @@ from selfcrag.text.text import TOKENIZER, keyword_tokens
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
 
-    from selfcrag.context import Context
 
 FORMAT_VERSION = 1
 DOC_HASHES = "documents.json"  # each document's content hash, for `ingest --append` (ingest.py)
@@ -191,8 +191,6 @@ class HybridIndex:
         vectors, store = embed_index(embedder, texts, passages, on_progress)
         faiss.normalize_L2(vectors)  # the protocol promises unit vectors; a foreign embedder may not deliver
         if vector_kind is None:
-            from selfcrag.context import Context
-
             vector_kind = Context.from_env().vector_index
         searched = vector_index.build(vectors, vector_index.chosen(vector_kind, len(chunks)))
         return cls(list(chunks), searched, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)

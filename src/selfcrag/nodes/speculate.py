@@ -27,7 +27,7 @@ from selfcrag.text.redaction import redact
 
 def model_backend(components: Components, settings: Context) -> bool:
     """Whether this run writes its answers with a chat model: only the model backend speculates."""
-    from selfcrag.llm.generator import LLMGenerator
+    from selfcrag.llm.generator import LLMGenerator  # lazily, for start-up: an offline run never loads it
 
     return isinstance(component_for(components, "generator", settings), LLMGenerator)
 

@@ -118,7 +118,7 @@ def quotes_evidence(generator: Generator) -> bool:
     plus the second hop" is a test it can pass, while a model rewrites its answer on new evidence (it is given the
     passages it needs up front instead). This asks the generator's kind, where a draft's `llm_calls == 0` only
     hinted at it: a model draft that cost no call (a cached or faked model) would have passed for a quoted one."""
-    from selfcrag.offline.extractive import ExtractiveGenerator  # lazily: it loads the embedding helpers
+    from selfcrag.offline.extractive import ExtractiveGenerator  # lazily, for start-up: loaded when a run needs it
 
     return isinstance(generator, ExtractiveGenerator)
 
