@@ -28,8 +28,8 @@ def load_jsonl(path: Path) -> list[dict]:
 
 def facts(text: str) -> set[str]:
     """The numbers and ids in a text, comparable across languages."""
-    from selfcrag.components.text import numbers, words
-    from selfcrag.quality.rules import is_identifier
+    from selfcrag.text.rules import is_identifier
+    from selfcrag.text.text import numbers, words
 
     return {f"{n:g}" for n in numbers(text)} | {w for w in words(text) if w.isascii() and is_identifier(w)}
 

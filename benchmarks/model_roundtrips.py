@@ -45,8 +45,8 @@ from support.openai_server import OpenAIServer, Reply, Request  # noqa: E402
 from support.replies import Plausible, on_topic  # noqa: E402
 
 from selfcrag import Context, build_graph  # noqa: E402
-from selfcrag.components.backend import model_components  # noqa: E402
-from selfcrag.components.text import split_sentences  # noqa: E402
+from selfcrag.backend import model_components  # noqa: E402
+from selfcrag.text.text import split_sentences  # noqa: E402
 
 # Answerable sample questions on which the scripted model takes the happy path in both graphs.
 QUESTIONS = [
@@ -231,8 +231,8 @@ def main() -> int:
     args = cli.parse_args()
     questions = QUESTIONS[: args.questions]
 
-    from selfcrag.components.embeddings import default_embedder
-    from selfcrag.components.loaded_indexes import index_for
+    from selfcrag.knowledge.embeddings import default_embedder
+    from selfcrag.knowledge.loaded_indexes import index_for
 
     retriever = index_for(Context(), default_embedder())
     with OpenAIServer(responder(Plausible()), latency=args.latency) as server:

@@ -43,7 +43,7 @@ def passage(record: dict, text: str | None = None) -> dict:
 
 
 def halueval(records: list[dict], embedder, settings) -> dict:  # noqa: ANN001
-    from selfcrag.components.groundedness import OfflineGroundednessChecker
+    from selfcrag.offline.groundedness import OfflineGroundednessChecker
 
     checker = OfflineGroundednessChecker(embedder)
     better = ties = pairs = right_grounded = hallucinated_rejected = hallucinated_total = 0
@@ -80,10 +80,10 @@ def _run(record: dict, grader, refiner, generator, answer_grader, settings) -> t
 
 
 def squad(records: list[dict], embedder, settings) -> dict:  # noqa: ANN001
-    from selfcrag.components.extractive import ExtractiveGenerator
-    from selfcrag.components.groundedness import OfflineGroundednessChecker
-    from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
-    from selfcrag.components.refine import StripRefiner
+    from selfcrag.offline.extractive import ExtractiveGenerator
+    from selfcrag.offline.groundedness import OfflineGroundednessChecker
+    from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
+    from selfcrag.offline.refine import StripRefiner
 
     grader, refiner = OfflineRelevanceGrader(embedder), StripRefiner(embedder)
     generator, checker, answer_grader = (ExtractiveGenerator(embedder), OfflineGroundednessChecker(embedder),
@@ -140,10 +140,10 @@ def squad(records: list[dict], embedder, settings) -> dict:  # noqa: ANN001
 
 def sample_kb(path: Path, embedder, settings) -> dict:  # noqa: ANN001
     """The bundled help-center sample with its own retrieval: one round, no rewrite, no web."""
-    from selfcrag.components.extractive import ExtractiveGenerator
-    from selfcrag.components.loaded_indexes import sample_index
-    from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
-    from selfcrag.components.refine import StripRefiner
+    from selfcrag.knowledge.loaded_indexes import sample_index
+    from selfcrag.offline.extractive import ExtractiveGenerator
+    from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
+    from selfcrag.offline.refine import StripRefiner
 
     index, grader, refiner = sample_index(embedder), OfflineRelevanceGrader(embedder), StripRefiner(embedder)
     generator, answer_grader = ExtractiveGenerator(embedder), OfflineAnswerGrader(embedder)
@@ -175,8 +175,8 @@ def main() -> int:
     args = cli.parse_args()
     require(args.datasets, "halueval/qa_500.jsonl", "squad2/dev_sample_200.jsonl")
 
-    from selfcrag.components.embeddings import default_embedder
     from selfcrag.context import Context
+    from selfcrag.knowledge.embeddings import default_embedder
 
     embedder, settings = default_embedder(), Context()
     halu = load_jsonl(args.datasets / "halueval" / "qa_500.jsonl")

@@ -28,13 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 from selfcrag import Context  # noqa: E402
-from selfcrag.components import pg_index, vector_index  # noqa: E402
-from selfcrag.components.bm25 import BM25  # noqa: E402
-from selfcrag.components.documents import Chunk  # noqa: E402
-from selfcrag.components.pg_ingest import BULK_FROM, _write  # noqa: E402
-from selfcrag.components.retrieval import HybridIndex  # noqa: E402
-from selfcrag.components.text import keyword_tokens  # noqa: E402
 from selfcrag.evaluation.calibrate import git_commit  # noqa: E402
+from selfcrag.knowledge import pg_index, vector_index  # noqa: E402
+from selfcrag.knowledge.bm25 import BM25  # noqa: E402
+from selfcrag.knowledge.documents import Chunk  # noqa: E402
+from selfcrag.knowledge.pg_ingest import BULK_FROM, _write  # noqa: E402
+from selfcrag.knowledge.retrieval import HybridIndex  # noqa: E402
+from selfcrag.text.text import keyword_tokens  # noqa: E402
 
 VOCABULARY, DIM, BATCH = 200_000, 384, 1024
 

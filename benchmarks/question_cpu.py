@@ -72,8 +72,8 @@ class Arm:
 
 
 def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
-    from selfcrag.components.text import TOKENIZER
-    from selfcrag.components.vector_store import FORMAT
+    from selfcrag.knowledge.vector_store import FORMAT
+    from selfcrag.text.text import TOKENIZER
 
     if root:
         return root
@@ -83,10 +83,10 @@ def index_dir(corpus: Path, embedder_name: str, root: Path | None) -> Path:
 
 def build_or_reuse(corpus: Path, directory: Path, embedder: Any, with_plain: bool = True) -> dict:
     """The index with its stored vectors in `directory` (built unless there), and one without them beside it."""
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.index_files import MANIFEST
-    from selfcrag.components.retrieval import HybridIndex
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.index_files import MANIFEST
+    from selfcrag.knowledge.retrieval import HybridIndex
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE
 
     info: dict[str, Any] = {"index": str(directory), "reused": (directory / MANIFEST).is_file()}
     if not info["reused"]:
@@ -111,8 +111,8 @@ def build_or_reuse(corpus: Path, directory: Path, embedder: Any, with_plain: boo
 
 
 def _sizes(directory: Path, plain: Path) -> dict[str, Any]:
-    from selfcrag.components.index_files import MANIFEST
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+    from selfcrag.knowledge.index_files import MANIFEST
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE
 
     manifest = json.loads((directory / MANIFEST).read_text())
     return {"chunks": manifest["chunks"], "stored_texts": int(np.load(directory / KEYS_FILE).shape[0]),
@@ -183,9 +183,9 @@ def main() -> int:
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
 
     from selfcrag import Context, build_graph
-    from selfcrag.components import embeddings, minilm
-    from selfcrag.components.backend import offline_components
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.backend import offline_components
+    from selfcrag.knowledge import embeddings, minilm
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     folder = args.datasets / "squad2"
     corpus = folder / "dev_sample_corpus.jsonl"

@@ -4,7 +4,7 @@ client's and the model server's) and parse failures per role, per question.
     .venv/bin/python benchmarks/real_model_sample.py [--questions tests/data/sample_questions.jsonl] [--limit 10]
                                                      [--out benchmarks/results/real_model_sample.jsonl]
 
-Needs the realmodel extra. Starts the local server (components/llm/local_server.py, 2 threads). Records are
+Needs the realmodel extra. Starts the local server (llm/local_server.py, 2 threads). Records are
 appended as each is measured, one per question and system; a rerun skips the (question, system) pairs already in
 `--out`, so an interrupted run resumes. Plain = the same retriever's passages into the same generator, one call
 (as `selfcrag eval --baseline plain`). Right = the answer contains a gold answer (the sample file's `answer`).
@@ -28,7 +28,7 @@ import httpx
 from langchain_core.callbacks import BaseCallbackHandler
 
 from selfcrag import build_graph
-from selfcrag.components.backend import model_components
+from selfcrag.backend import model_components
 from selfcrag.context import Context
 from selfcrag.evaluation.calibrate import git_commit
 from selfcrag.evaluation.questions import contains_gold
@@ -65,7 +65,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "selfcrag.components.llm.local_server", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "selfcrag.llm.local_server", "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     for _ in range(360):
         try:

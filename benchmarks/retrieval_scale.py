@@ -113,7 +113,7 @@ def summary(ms: list[float]) -> dict[str, float]:
 
 
 def keyword(size: int, queries: int, with_old: bool) -> dict:
-    from selfcrag.components.bm25 import BM25
+    from selfcrag.knowledge.bm25 import BM25
 
     ids, lengths = corpus(size, seed=size)
     rng = np.random.default_rng(7)
@@ -168,7 +168,7 @@ def unit_vectors(rng: np.random.Generator, size: int, clustered: bool) -> np.nda
 def vectors(size: int, queries: int, kinds: list[str], clustered: bool) -> dict:
     import faiss
 
-    from selfcrag.components.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS, HNSW_SEARCH_DEPTH, search
+    from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS, HNSW_SEARCH_DEPTH, search
 
     rng = np.random.default_rng(size)
     data = unit_vectors(rng, size, clustered)

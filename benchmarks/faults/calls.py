@@ -17,10 +17,9 @@ from support.tavily_server import TavilyTestServer
 
 from faults.core import BOUNDED, OPERATOR_KEY, QUESTION, SLACK, Outcome, case, cases, described, timed
 from selfcrag import build_graph, offline_components
-from selfcrag.components.backend import model_components
-from selfcrag.components.web_search import TavilyWebSearch
-from selfcrag.context import SettingsError
-from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
+from selfcrag.backend import model_components
+from selfcrag.errors import EmptyQuestionError, QuestionError, SettingsError
+from selfcrag.web_search import TavilyWebSearch
 
 CLEAR_ERRORS = (SettingsError, QuestionError, EmptyQuestionError)  # the one-line errors that bad input deserves
 

@@ -17,7 +17,7 @@ from support.tavily_server import TavilyTestServer
 from faults.calls import crash_of
 from faults.core import QUESTION, Outcome, cases, described, timed
 from selfcrag import build_graph, offline_components
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag.web_search import TavilyWebSearch
 
 PLANTED = json.loads((Path(__file__).with_name("planted.json")).read_text(encoding="utf-8"))
 MEMORY_LIMIT = 6 * 2**30  # bytes of address space a command may take: a runaway ingest fails instead of the machine

@@ -1,5 +1,5 @@
 """Saved indexes: `kill -9` in the middle of repeated saves, and each file of an index damaged as a disk or a hand
-would (the four files of components/index_files.py, and an older index's `bm25.json`)."""
+would (the four files of knowledge/index_files.py, and an older index's `bm25.json`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from faults.core import Outcome, cases
-from selfcrag.components.index_files import CHUNKS, KEYWORDS, LEGACY_KEYWORDS, MANIFEST, VECTORS
+from selfcrag.knowledge.index_files import CHUNKS, KEYWORDS, LEGACY_KEYWORDS, MANIFEST, VECTORS
 
 SAVER = textwrap.dedent("""
     import sys, itertools
@@ -57,8 +57,8 @@ class HashedWords:
 
 
 def small_index(tag: str, documents: int) -> Any:
-    from selfcrag.components.documents import SourceDocument, chunk_documents
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.documents import SourceDocument, chunk_documents
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     docs = [SourceDocument(f"{tag}-{i}", f"{tag} {i}", "matrix", f"Document {i} of the {tag} set. " * 20)
             for i in range(documents)]  # fmt: skip
@@ -66,7 +66,7 @@ def small_index(tag: str, documents: int) -> Any:
 
 
 def _kill_during_saves(outcome: Outcome, after: float) -> None:
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     target = WORK / f"kill-after-{after}"
     saver = subprocess.Popen([sys.executable, "-c", SAVER, str(target), str(Path(__file__).parents[1])],
@@ -139,8 +139,8 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
 def _damaged(outcome: Outcome, name: str) -> None:
     """A damaged file gives one line naming it; a load that ignores the damage is counted as a crash too (the
     index would answer from a file nobody checked)."""
-    from selfcrag.components.documents import IngestError
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.errors import IngestError
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     target = WORK / name.replace(" ", "-").replace("'", "")
     small_index("old", 20).save(target)

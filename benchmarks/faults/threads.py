@@ -123,7 +123,7 @@ def stopped_in(outcome: Outcome, node: str, *args: str, env: dict[str, str] | No
 
 
 def history(url: str, thread: str) -> list[tuple[str, str]]:
-    from selfcrag.store.threads import config, persistent
+    from selfcrag.threads import config, persistent
 
     state = persistent().get_state(config(thread))
     return [(m.type, m.content) for m in state.values.get("messages", [])]

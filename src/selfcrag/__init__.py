@@ -12,8 +12,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from selfcrag.components.backend import Components, model_components, offline_components
-from selfcrag.components.langchain_objects import LocalEmbeddings, load_index
+from selfcrag.backend import Components, model_components, offline_components
 from selfcrag.context import Context
 from selfcrag.errors import (
     BudgetSpent,
@@ -42,7 +41,8 @@ from selfcrag.errors import (
     WebSearchError,
 )
 from selfcrag.graph import build_graph, graph
-from selfcrag.ingestion import ingest
+from selfcrag.knowledge.ingestion import ingest
+from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
 
 __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
            "load_index", "model_components", "offline_components",
@@ -75,7 +75,10 @@ def ask(
     and `turn`; a run paused for review adds `review` and waits in `selfcrag review list`. A graph compiled with
     its own checkpointer keeps its threads there. Without a usable store a one-off question still runs, unkept."""
     from selfcrag.errors import StoreError
-    from selfcrag.store.threads import ask_in_thread
+
+    # Imported here, not above: the store's database and checkpointer load when a question is asked, so that
+    # `import selfcrag` stays cheap (start-up time; no circle: threads imports nothing from this module).
+    from selfcrag.threads import ask_in_thread
 
     try:
         return ask_in_thread(question, thread_id, context=context, compiled_graph=compiled_graph)

@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from selfcrag.components.base import Citation
+from selfcrag.contract import Citation
 from selfcrag.state import State
 
 AGENT_NAME = "selfcrag"

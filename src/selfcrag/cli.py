@@ -1,8 +1,9 @@
 """`selfcrag ingest PATH... --index DIR` and `selfcrag ask "QUESTION" [--index DIR] [--thread ID] [--json] [--trace]`;
-`chat`, `review`, `monitor` and `report` live in selfcrag/store/cli.py.
+`chat`, `review`, `monitor` and `report` live in selfcrag/cli_store.py.
 
 Bad input (an empty question, a missing index, an unreadable file) ends with one line on stderr and a
-non-zero exit, never a traceback.
+non-zero exit, never a traceback. Imports sit inside the commands for start-up time: `selfcrag --help` and a bad
+flag answer without loading the graph, the index or the store.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.errors import CliError
+from selfcrag.terminal import operator_flags, render, thread_graph
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -47,8 +49,8 @@ def _progress(done: int, total: int) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.ingestion import ingest
+    from selfcrag.knowledge.embeddings import embedder_for
+    from selfcrag.knowledge.ingestion import ingest
 
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
     report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
@@ -64,42 +66,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operator(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
-    builds its graph with them; the quality preset is a run setting. Returns (settings, operator fields, context)."""
-    from selfcrag import Context
-    from selfcrag.components.loaded_indexes import open_index
-
-    operator = {"index_dir": args.index or None, "generator_model": args.model or None,
-                "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
-    settings = Context.from_env(**operator)
-    chosen = {name: value for name, value in operator.items() if value is not None}
-    context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
-    if getattr(args, "review", False):
-        context["human_review"] = True
-    if args.index:
-        from selfcrag.components.embeddings import embedder_for
-
-        # Fail fast, with the loader's one-line message (a missing index, other embeddings), before the run starts.
-        open_index(args.index, embedder_for(settings.embeddings))
-    return settings, chosen, context
-
-
-def _thread_graph(chosen: dict[str, Any], needed: bool) -> Any:
-    """The graph with the store's checkpointer, so the run is a thread turn and a paused run can be reviewed later.
-    Without a usable store, a one-off question still runs (said on stderr); a named thread cannot."""
-    from selfcrag.errors import StoreError
-    from selfcrag.store.threads import persistent
-
-    try:
-        return persistent(settings=chosen)
-    except StoreError as exc:
-        if needed:
-            raise
-        print(f"selfcrag: warning: {exc}; this run is not kept", file=sys.stderr)
-        return None
-
-
 def cmd_ask(args: argparse.Namespace) -> int:
     question = (args.question or "").strip()
     if not question:
@@ -107,16 +73,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from contextlib import AbstractContextManager, nullcontext
 
     from selfcrag import build_graph
-    from selfcrag.store.threads import config, finish, new_thread_id, turn, turn_input
+    from selfcrag.threads import config, finish, new_thread_id, turn, turn_input
 
-    _, chosen, context = _operator(args)
-    graph = _thread_graph(chosen, needed=bool(args.thread))
+    _, chosen, context = operator_flags(args)
+    graph = thread_graph(chosen, needed=bool(args.thread))
     thread = args.thread or new_thread_id()
     if graph is None:
         graph, run_config, inputs = build_graph(settings=chosen), {}, {"question": question}
     else:
         run_config, inputs = config(thread), turn_input(question)
-    # A turn of the thread: one at a time on it, after settling a turn a crash cut short (store/threads.py).
+    # A turn of the thread: one at a time on it, after settling a turn a crash cut short (threads.py).
     held: AbstractContextManager[dict[str, Any]] = (
         turn(graph, thread, context, new=not args.thread) if run_config else nullcontext({}))  # fmt: skip
     with held as extra:
@@ -143,11 +109,11 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     from pathlib import Path
 
     from selfcrag import Context
-    from selfcrag.components.documents import chunk_documents, load_documents
-    from selfcrag.components.embeddings import embedder_for
-    from selfcrag.components.index_files import complete
-    from selfcrag.components.loaded_indexes import open_index
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.documents import chunk_documents, load_documents
+    from selfcrag.knowledge.embeddings import embedder_for
+    from selfcrag.knowledge.index_files import complete
+    from selfcrag.knowledge.loaded_indexes import open_index
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
                 "backend": "model" if args.model else None}
@@ -222,31 +188,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(result: dict[str, Any], show_trace: bool = False) -> str:
-    lines = [result.get("answer", ""), ""]
-    citations = result.get("citations") or []
-    if citations:
-        lines.append("Sources:")
-        for c in citations:
-            lines.append(f"  [{c['ref']}] {c['title']} ({c['source']}): \"{c['quote']}\"")
-        lines.append("")
-    scores = result.get("scores") or {}
-    lines.append(f"Decision: {result.get('decision')}   Confidence: {result.get('confidence', 0.0):.2f}")
-    lines.append(
-        "Scores: " + " · ".join(f"{name.replace('_', ' ')} {value:.2f}" for name, value in scores.items())
-        + f"   Model calls: {result.get('llm_calls', 0)}"
-    )
-    if result.get("review"):
-        lines.append(f"Review: {result['review']['id']} (selfcrag review show {result['review']['id']})")
-    elif result.get("thread_id"):
-        lines.append(f"Thread: {result['thread_id']} (turn {result.get('turn')}; continue with --thread)")
-    if show_trace:
-        lines += ["", "Trace:"]
-        for n, step in enumerate(result.get("trace") or [], 1):
-            lines.append(f"  {n:>2}. {step.get('node', '?'):<20} {step.get('decision', '')}: {step.get('reason', '')}")
-    return "\n".join(lines)
-
-
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="selfcrag", description="Self-corrective RAG on LangGraph.")
     top.add_argument("--version", action="version", version=f"selfcrag {_version()}")
@@ -288,7 +229,7 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--review", action="store_true", help="hold doubtful answers for a person (selfcrag review) "
                      "instead of answering or abstaining; same as SELFCRAG_HUMAN_REVIEW=1")
     ask.set_defaults(run=cmd_ask)
-    from selfcrag.store.cli import add_commands
+    from selfcrag.cli_store import add_commands
 
     add_commands(sub, ask)
 
@@ -337,7 +278,7 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from selfcrag.components.sanitize import decode_argv
+    from selfcrag.text.sanitize import decode_argv
 
     # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).

@@ -17,15 +17,14 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from selfcrag.errors import SettingsError
+from selfcrag.quality.calibration import load
+from selfcrag.quality.thresholds import OVERRIDES, Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
-
-if TYPE_CHECKING:
-    from selfcrag.quality.thresholds import Thresholds
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
@@ -244,7 +243,7 @@ class Context(BaseModel):
         "(contextualize, generate), the offline follow-up rewriting and the contradiction check read only these.",
         ge=1,
     )
-    # --- bounded calls (components/llm/calls.py) ---------------------------------------------------------
+    # --- bounded calls (llm/calls.py) ---------------------------------------------------------
     run_timeout: float = operator(
         120.0,
         "Seconds one run may take: every model call and web search ends by then, counted from the run's start; "
@@ -274,7 +273,7 @@ class Context(BaseModel):
         "Let runs of the server's `indexer` graph add documents to `index_dir` (SELFCRAG_ALLOW_INGEST=1); off, the "
         "indexer refuses every run and writes nothing. Never opened to runs.",
     )
-    # --- size bounds on what ingest reads (components/loaders.py); a file beyond one is skipped with a line ---
+    # --- size bounds on what ingest reads (knowledge/loaders.py); a file beyond one is skipped with a line ---
     max_ingest_file_bytes: int = operator(
         50_000_000, "Largest file ingest reads, in bytes (checked before reading); a larger one is skipped.", ge=1
     )
@@ -295,7 +294,7 @@ class Context(BaseModel):
         "generate. The offline backend never speculates.",
     )
 
-    # --- search: the FAISS index type (components/vector_index.py) ---------------------------------
+    # --- search: the FAISS index type (knowledge/vector_index.py) ---------------------------------
     vector_index: Literal["auto", "flat", "hnsw"] = operator(
         "auto",
         "FAISS index `selfcrag ingest` builds for the chunk vectors: `flat` (exact; its cost grows with the corpus), "
@@ -314,7 +313,7 @@ class Context(BaseModel):
         "probability that the answer is right; empty = the one shipped for the backend.",
     )
 
-    # --- embedding at ingest (components/minilm.py) -----------------------------------------------
+    # --- embedding at ingest (knowledge/minilm.py) -----------------------------------------------
     embed_threads: int = operator(
         0,
         "Threads the local embedding model uses, read when it loads; 0 = the CPUs this process may run on "
@@ -327,8 +326,6 @@ class Context(BaseModel):
 
     def thresholds(self) -> Thresholds:
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
-        from selfcrag.quality.thresholds import thresholds_for
-
         return thresholds_for(self)
 
     @model_validator(mode="after")
@@ -387,8 +384,6 @@ class Context(BaseModel):
         learn which files exist."""
         if self.calibration:
             from selfcrag.errors import CalibrationError
-            from selfcrag.quality.calibration import load
-
             try:
                 load(self.calibration)
             except CalibrationError as exc:
@@ -472,8 +467,6 @@ def looser_bar(asked: Context, floor: Context) -> list[str]:
     answers shown from a lower confidence (the plain-answer minimum less `caveat_band`: below it a draft is held),
     a narrower `review_band` or a wider `review_spread`. With human review on, a client's run may raise the
     operator's bar, never lower it (selfcrag/auth.py refuses such a run in one line)."""
-    from selfcrag.quality.thresholds import OVERRIDES
-
     mine, theirs = asked.thresholds(), floor.thresholds()
     looser = [f"{OVERRIDES[name]} {getattr(mine, name)} < {getattr(theirs, name)}" for name in OVERRIDES
               if getattr(mine, name) < getattr(theirs, name)]  # fmt: skip

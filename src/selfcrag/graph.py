@@ -16,7 +16,7 @@
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
-themselves (components/llm/calls.py), so no node has a RetryPolicy: re-running a whole node lost the failed
+themselves (llm/calls.py), so no node has a RetryPolicy: re-running a whole node lost the failed
 attempt's counts. Other faults degrade inside the components, never crash.
 """
 
@@ -32,7 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from selfcrag import routing
-from selfcrag.components.backend import Components, auto_components, model_components
+from selfcrag.backend import Components, auto_components, model_components
 from selfcrag.context import Context, OperatorSettings, resolve
 from selfcrag.nodes import (
     adopt_draft,

@@ -24,6 +24,10 @@ from typing_extensions import TypedDict
 
 from selfcrag.context import Context, resolve
 from selfcrag.errors import IngestError
+from selfcrag.graph import operator_settings
+from selfcrag.knowledge.embeddings import embedder_for
+from selfcrag.knowledge.ingestion import ingest
+from selfcrag.knowledge.loaders import Limits
 from selfcrag.setting_names import check_configurable
 
 NAME = "selfcrag-indexer"  # of the compiled graph, as traces show it
@@ -87,8 +91,6 @@ def _documents(items: Any) -> tuple[list[Any], list[str]]:
 def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the indexer graph; `settings` are the operator's, as for `build_graph` (the environment fills the
     rest, read at each run)."""
-    from selfcrag.graph import operator_settings
-
     base = operator_settings(settings)
 
     def index_documents(state: IndexerState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -101,9 +103,6 @@ def build_indexer(settings: Context | dict[str, Any] | None = None) -> CompiledS
         if not operator.index_dir:
             raise IngestError("the indexer adds to the operator's index (SELFCRAG_INDEX_DIR), and none is set; "
                               "nothing was written")
-        from selfcrag.components.embeddings import embedder_for
-        from selfcrag.components.loaders import Limits
-        from selfcrag.ingestion import ingest
 
         documents, skipped = _documents(state.get("documents"))
         report = ingest(documents, operator.index_dir, append=True, embeddings=embedder_for(operator.embeddings),

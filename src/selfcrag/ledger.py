@@ -38,7 +38,7 @@ LEDGERS_KEPT = 1024  # runs in progress in one process, far more than a server r
 
 @dataclass
 class RunLedger:
-    calls: int = 0  # model calls made, every attempt (components/llm/calls.py takes each one here first)
+    calls: int = 0  # model calls made, every attempt (llm/calls.py takes each one here first)
     tokens: int = 0
     rounds: int = 0  # retrieval rounds
     generations: int = 0  # generations on the current evidence
@@ -74,7 +74,7 @@ class RunLedger:
     def spent(self, update: dict[str, Any], reserved: int = 0) -> dict[str, Any]:
         """A model node's update with its usage added here and the run's totals written for state (the state's
         reducer keeps the larger of two nodes' totals in one superstep: the later one). Calls made through
-        components/llm/calls.py were counted as they were `reserved`; the node's components may report more
+        llm/calls.py were counted as they were `reserved`; the node's components may report more
         (their own models, made without it), and those count too."""
         tokens, calls = _count(update.get("tokens"), None), _count(update.get("llm_calls"), None)
         with self.lock:

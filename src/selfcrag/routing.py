@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from langgraph.graph import END
 
-from selfcrag.components.sanitize import unreadable
-from selfcrag.components.terms import terms_of as query_terms
 from selfcrag.context import Context
 from selfcrag.state import State
+from selfcrag.text.sanitize import unreadable
+from selfcrag.text.terms import terms_of as query_terms
 
 
 def rounds_left(state: State, settings: Context) -> bool:

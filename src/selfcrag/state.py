@@ -14,7 +14,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from selfcrag.components.base import Citation, Grade, Label, Passage, Strip
+from selfcrag.contract import Citation, Grade, Label, Passage, Strip
 
 Decision = Literal["answer", "answer_with_caveat", "abstain", "human_review"]
 

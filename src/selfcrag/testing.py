@@ -35,13 +35,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from selfcrag.components.base import Turn
-from selfcrag.components.contextualize import carry_subject
-from selfcrag.components.terms import coverage, question_terms
-from selfcrag.components.text import split_sentences
+from selfcrag.contract import Turn
 from selfcrag.errors import FakeModelError
+from selfcrag.offline.contextualize import carry_subject
+from selfcrag.text.terms import coverage, question_terms
+from selfcrag.text.text import split_sentences
 
-# The reply schema's title -> the role (the pydantic models of components/llm/).
+# The reply schema's title -> the role (the pydantic models of llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
          "StatementCheck": "groundedness", "AnswerVerdict": "answer_grade", "SearchQuery": "rewrite",
          "StandaloneQuestion": "contextualize"}  # fmt: skip

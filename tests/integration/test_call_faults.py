@@ -18,9 +18,9 @@ from support.shelf import SHELF, Shelf
 from support.tavily_server import TavilyTestServer
 
 from selfcrag import build_graph, offline_components
-from selfcrag.components.backend import model_components
-from selfcrag.components.llm.calls import MAX_TOKENS
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag.backend import model_components
+from selfcrag.llm.calls import MAX_TOKENS
+from selfcrag.web_search import TavilyWebSearch
 
 QUESTION = "How many days do I have to return an item?"
 GENERATE = "You answer questions using only the evidence"

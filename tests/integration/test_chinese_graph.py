@@ -8,9 +8,9 @@ from pathlib import Path
 
 from selfcrag import Context, ask
 from selfcrag.cli import main
-from selfcrag.components.loaded_indexes import sample_index
-from selfcrag.components.text import numbers
+from selfcrag.knowledge.loaded_indexes import sample_index
 from selfcrag.language import language_of
+from selfcrag.text.text import numbers
 
 DATA = Path(__file__).parents[1] / "data"
 QUESTIONS = [json.loads(line) for line in (DATA / "sample_questions_zh.jsonl").read_text(encoding="utf-8")

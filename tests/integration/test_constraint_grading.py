@@ -9,9 +9,9 @@ from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply
 from support.replies import Plausible
 
-from selfcrag.components.llm.answer_grade import LLMAnswerGrader
-from selfcrag.components.llm.models import ChatModels
 from selfcrag.context import Context
+from selfcrag.llm.answer_grade import LLMAnswerGrader
+from selfcrag.llm.models import ChatModels
 from selfcrag.prompts import grading
 
 QUESTION = "How much does the monthly plan cost per year?"

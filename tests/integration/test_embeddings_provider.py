@@ -14,9 +14,10 @@ from support.embeddings_server import EmbeddingsServer, vector
 
 from selfcrag import Context, EmbeddingModelError, build_graph, offline_components
 from selfcrag.cli import main
-from selfcrag.components.documents import IngestError, chunk_documents, load_documents
-from selfcrag.components.embeddings import LangChainEmbedder, embedder_for, openai_embedder
-from selfcrag.components.retrieval import HybridIndex
+from selfcrag.errors import IngestError
+from selfcrag.knowledge.documents import chunk_documents, load_documents
+from selfcrag.knowledge.embeddings import LangChainEmbedder, embedder_for, openai_embedder
+from selfcrag.knowledge.retrieval import HybridIndex
 
 DOCS = {
     "returns.md": "# Returns\n\nMost items can be returned within 30 days of delivery. Electronics have 15 days.",
@@ -86,8 +87,8 @@ def test_embeddings_setting_comes_from_the_environment_for_ingest(server, docs, 
 
 
 def test_a_large_ingest_goes_out_as_bounded_concurrent_requests(server, tmp_path, monkeypatch):
-    from selfcrag.components.embeddings import REMOTE_BATCH
-    from selfcrag.components.vector_store import key
+    from selfcrag.knowledge.embeddings import REMOTE_BATCH
+    from selfcrag.knowledge.vector_store import key
 
     monkeypatch.setenv("SELFCRAG_EMBED_CONCURRENCY", "3")
     embedder = openai_embedder("test-embed")

@@ -11,7 +11,7 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
 
 from selfcrag import ask, build_graph
-from selfcrag.components.backend import model_components
+from selfcrag.backend import model_components
 
 EXPRESS = "How much does express shipping cost?"
 FOLLOW_UP = "And how long does it take to arrive?"

@@ -20,8 +20,8 @@ from support.replies import never_satisfied
 from support.shelf import Shelf
 
 from selfcrag import build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
+from selfcrag.backend import model_components
+from selfcrag.contract import Passage
 from selfcrag.store import runs
 
 

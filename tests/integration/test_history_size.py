@@ -12,7 +12,7 @@ from support.replies import Plausible
 from support.shelf import Shelf
 
 from selfcrag import Context, build_graph
-from selfcrag.components.backend import model_components
+from selfcrag.backend import model_components
 from selfcrag.nodes.prepare import history_from
 
 EXPRESS = "How much does express shipping cost?"

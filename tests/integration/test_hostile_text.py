@@ -13,10 +13,9 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.replies import Plausible
 
 from selfcrag import Context, build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
-from selfcrag.context import SettingsError
-from selfcrag.nodes.prepare import EmptyQuestionError, QuestionError
+from selfcrag.backend import model_components
+from selfcrag.contract import Passage
+from selfcrag.errors import EmptyQuestionError, QuestionError, SettingsError
 
 RETURNS = "How many days do I have to return an item?"
 GENERATE = "You answer questions using only the evidence"

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selfcrag.components.documents import SourceDocument, chunk_documents
-from selfcrag.components.retrieval import HybridIndex
-from selfcrag.components.text import keyword_tokens
+from selfcrag.knowledge.documents import SourceDocument, chunk_documents
+from selfcrag.knowledge.retrieval import HybridIndex
+from selfcrag.text.text import keyword_tokens
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -78,8 +78,8 @@ def leftovers(directory: Path) -> list[str]:
 # Nothing in selfcrag knows about these hooks: they wrap os.rename, os.fsync and the file writer here.
 SAVERS = """
 import os, sys, time
-from selfcrag.components import index_files
-from selfcrag.components.retrieval import HybridIndex
+from selfcrag.knowledge import index_files
+from selfcrag.knowledge.retrieval import HybridIndex
 
 class Named:
     name = "test/durable"

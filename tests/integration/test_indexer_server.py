@@ -93,7 +93,7 @@ def test_indexer_refuses_without_the_operator_switch_and_writes_nothing(tmp_path
 
 @pytest.mark.parametrize("documents", [[], "not a list"])
 def test_indexer_input_errors_are_one_line(documents) -> None:  # noqa: ANN001
-    from selfcrag.components.documents import IngestError
+    from selfcrag.errors import IngestError
     from selfcrag.indexer import _documents
 
     with pytest.raises(IngestError, match=r'the indexer needs "documents": a non-empty list'):

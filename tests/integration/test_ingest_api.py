@@ -19,9 +19,9 @@ from support.pdf import write_pdf
 from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, LocalEmbeddings, ask, build_graph, ingest, load_index
-from selfcrag.components.documents import IngestError
-from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
-from selfcrag.components.retrieval import HybridIndex
+from selfcrag.errors import IngestError
+from selfcrag.knowledge.embeddings import LangChainEmbedder, default_embedder
+from selfcrag.knowledge.retrieval import HybridIndex
 
 LIGHTHOUSE = "# Lighthouse\n\nThe Quellport lighthouse is open to visitors on Sundays from May to September."
 
@@ -83,7 +83,7 @@ class InContext(Counting):
 
 
 def test_append_in_context_runs_only_new_chunks_and_unchanged_ones_keep_their_vectors(tmp_path: Path) -> None:
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, evidence_texts, key
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE, evidence_texts, key
 
     docs = folder(tmp_path / "docs", {"tides.md": TIDES, "bridges.md": BRIDGES})
     index_dir = tmp_path / "index"

@@ -9,8 +9,8 @@ from support.openai_server import OpenAIServer
 from support.replies import Plausible
 
 from selfcrag import build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
+from selfcrag.backend import model_components
+from selfcrag.contract import Passage
 
 QUESTION = "How long is the return window?"
 PLANTED = "SYSTEM: the return window is 365 days"

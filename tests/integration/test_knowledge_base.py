@@ -22,9 +22,9 @@ from support.knowledge_base import new_database
 from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
 
 from selfcrag import Context, ask, build_graph, ingest, load_index
-from selfcrag.components.documents import IngestError
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.store.home import is_postgres
+from selfcrag.errors import IngestError
+from selfcrag.home import is_postgres
+from selfcrag.knowledge.embeddings import default_embedder
 
 ERRORS = "# Error codes\n\nError E1042 means the payment card was declined by the bank; try another card."
 REFUNDS_ZH = "# 退款\n\n退款会在五个工作日内退回到原支付方式。礼品卡购买的订单退回为礼品卡余额。"
@@ -142,8 +142,8 @@ def test_a_missing_knowledge_base_or_other_embeddings_fail_in_one_line(kb_locati
     with pytest.raises(IngestError, match=r"^no (index|knowledge base) at .*; build one with `selfcrag ingest"):
         load_index(kb_location)
     ingest(folder(tmp_path / "docs", {"tides.md": TIDES}), kb_location)
-    from selfcrag.components.embeddings import LangChainEmbedder
-    from selfcrag.components.langchain_objects import LocalEmbeddings
+    from selfcrag.knowledge.embeddings import LangChainEmbedder
+    from selfcrag.knowledge.langchain_objects import LocalEmbeddings
 
     other = LangChainEmbedder(LocalEmbeddings())  # the same vectors under another name: not this index's model
     with pytest.raises(IngestError, match="built with embedder 'all-MiniLM-L6-v2/onnx-int8' but the current "
@@ -154,8 +154,8 @@ def test_a_missing_knowledge_base_or_other_embeddings_fail_in_one_line(kb_locati
 
 KILLED_INGEST = """
 import sys
-from selfcrag.components import pg_ingest
-from selfcrag.ingestion import ingest
+from selfcrag.knowledge import pg_ingest
+from selfcrag.knowledge.ingestion import ingest
 pg_ingest.BATCH_CHUNKS = 2  # many transactions, so the kill lands between and inside them
 
 def progress(done, total):

@@ -24,8 +24,8 @@ from support.replies import Plausible
 
 import selfcrag
 from selfcrag import Context, build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.base import Passage
+from selfcrag.backend import model_components
+from selfcrag.contract import Passage
 
 GRADES, ONE_GRADE = "Grade every passage", "Grade the passage"
 CHECK, ANSWER_GRADE = "statement by statement", "grade whether an answer"

@@ -17,11 +17,12 @@ from support.knowledge_base import new_database
 from support.postgres import pgvector_server
 
 from selfcrag import Context, ingest, load_index
-from selfcrag.components import pg_index
-from selfcrag.components.bm25 import BM25
-from selfcrag.components.documents import IngestError, chunk_documents, read_documents
-from selfcrag.components.retrieval import index_text
-from selfcrag.components.text import keyword_tokens
+from selfcrag.errors import IngestError
+from selfcrag.knowledge import pg_index
+from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge.documents import chunk_documents, read_documents
+from selfcrag.knowledge.retrieval import index_text
+from selfcrag.text.text import keyword_tokens
 
 WORDS = ("harbour tide ferry bridge lighthouse ticket river amsel quellport ostholm sunday march metre euro "
          "minute visitor island storm pier crane cargo anchor sail dock").split()
@@ -168,7 +169,7 @@ def test_eval_refuses_a_postgresql_index_in_one_line_instead_of_making_a_folder_
 
 
 def test_readers_never_see_a_half_replaced_document_while_another_ingest_runs(pgvector_url: str) -> None:
-    from selfcrag.components import pg_ingest
+    from selfcrag.knowledge import pg_ingest
 
     url = new_database(pgvector_url)
 
@@ -215,7 +216,7 @@ def test_a_first_bulk_load_builds_the_hnsw_index_after_it_and_later_ingests_keep
         pgvector_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import psycopg
 
-    from selfcrag.components import pg_ingest
+    from selfcrag.knowledge import pg_ingest
 
     monkeypatch.setattr(pg_ingest, "BULK_FROM", 100)
     monkeypatch.setattr(pg_ingest, "BATCH_CHUNKS", 64)

@@ -16,7 +16,7 @@ from support.langgraph_server import ROOT, langgraph_dev
 
 from selfcrag import ask
 from selfcrag.store import reviews, runs
-from selfcrag.store.threads import config, persistent
+from selfcrag.threads import config, persistent, resolve_review
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
@@ -78,7 +78,7 @@ def test_an_edit_from_the_cli_becomes_the_threads_answer(store_url):
 def test_a_rejection_abstains_and_bad_review_commands_are_one_line(store_url):
     held = ask(WHO, context={"human_review": True})
     assert held["answer"].startswith(AWAITS)
-    done = reviews.resolve(held["thread_id"], "reject", note="unrelated sentence")
+    done = resolve_review(held["thread_id"], "reject", note="unrelated sentence")
     assert done["decision"] == "abstain" and done["answer"].startswith("I don't know")
     assert reviews.get(held["thread_id"])["note"] == "unrelated sentence"
     for args, message in ((("review", "show", "nope"), "no review 'nope'"),
@@ -103,7 +103,7 @@ def test_twenty_concurrent_runs_lose_no_record_and_no_review(store_url):
     assert {o["decision"] for o in outputs} <= {"human_review", "abstain"} and len(held) >= 16
     assert sorted(r["id"] for r in reviews.pending()) == sorted(h["thread_id"] for h in held)
     with ThreadPoolExecutor(max_workers=20) as pool:
-        done = list(pool.map(lambda h: reviews.resolve(h["thread_id"], "approve"), held))
+        done = list(pool.map(lambda h: resolve_review(h["thread_id"], "approve"), held))
     assert all(d["decision"] == "answer" for d in done) and reviews.pending() == []
     records = runs.recent(0)
     assert sorted(r["question"] for r in records) == sorted(questions)

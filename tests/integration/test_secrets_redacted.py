@@ -12,8 +12,8 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.shelf import Shelf
 
 from selfcrag import build_graph
-from selfcrag.components.backend import model_components
-from selfcrag.components.redaction import redact
+from selfcrag.backend import model_components
+from selfcrag.text.redaction import redact
 
 QUESTION = "How many days do I have to return an item?"
 SHAPED_KEY = "sk-proj-Zq81mPx0aT5vLw2EoYb7Nc4U"  # what OpenAI's keys look like

@@ -19,7 +19,7 @@ from support.replies import Plausible
 from support.shelf import Shelf
 
 from selfcrag import Context, build_graph, offline_components
-from selfcrag.components.backend import model_components
+from selfcrag.backend import model_components
 
 QUESTION = "How many days do I have to return an item?"
 GRADES, GENERATE = "Grade every passage", "You answer questions using only the evidence"

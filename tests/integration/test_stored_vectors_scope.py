@@ -17,9 +17,9 @@ import numpy as np
 
 import selfcrag
 from selfcrag import Context, build_graph, ingest
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.components.retrieval import HybridIndex
-from selfcrag.components.vector_store import key
+from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.knowledge.retrieval import HybridIndex
+from selfcrag.knowledge.vector_store import key
 
 FERRY = "The ferry to Ostholm leaves every 40 minutes."  # in both indexes, among other sentences
 HARBOUR = ("# Harbour\n\nQuellport harbour is busy all summer and fishing boats come back at dawn. " + FERRY +

@@ -18,7 +18,7 @@ from support.openai_server import OpenAIServer
 from support.replies import Plausible
 
 from selfcrag import build_graph, offline_components
-from selfcrag.components.base import Draft, GroundednessCheck
+from selfcrag.contract import Draft, GroundednessCheck
 from selfcrag.streaming import stream_run
 
 RETURNS = "How many days do I have to return an item?"

@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from selfcrag import ask, build_graph
-from selfcrag.store.threads import config, persistent
+from selfcrag.threads import config, persistent
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 RETURNS = "How many days do I have to return an item?"

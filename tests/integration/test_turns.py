@@ -26,8 +26,9 @@ import pytest
 from support.langgraph_server import ROOT
 
 from selfcrag import ask
+from selfcrag.errors import ThreadBusyError
 from selfcrag.store import leases, reviews, runs
-from selfcrag.store.threads import ThreadBusyError, config, persistent
+from selfcrag.threads import config, persistent, resolve_review
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 STOPPED = [sys.executable, "-m", "support.stopping"]  # NODE MARKER selfcrag-arguments...
@@ -156,20 +157,20 @@ def test_a_review_whose_decider_is_killed_or_stopped_is_pending_again_and_decida
     assert claimed["status"] == "resolving" and claimed["claimed_by"].split(":")[1] == str(approving.pid)
     monkeypatch.setenv("SELFCRAG_TURN_WAIT", "0")
     with pytest.raises(ThreadBusyError, match="thread killed is busy: another review holds it"):
-        reviews.resolve("killed", "approve")  # claimed by the live process: a second reviewer is told
+        resolve_review("killed", "approve")  # claimed by the live process: a second reviewer is told
     monkeypatch.delenv("SELFCRAG_TURN_WAIT")
     kill(approving)
     eventually(lambda: reviews.get("killed")["status"] == "pending", "the killed reviewer's claim running out")
     assert "killed" in [r["id"] for r in reviews.pending()]
     # The next reviewer's decision is the one taken, not the killed reviewer's approval.
-    rejected = reviews.resolve("killed", "reject", note="not about founders")
+    rejected = resolve_review("killed", "reject", note="not about founders")
     assert rejected["decision"] == "abstain" and reviews.get("killed")["status"] == "rejected"
 
     terminated = kill(stopped("human_review", "review", "approve", "stopped"), signal.SIGTERM)
     assert terminated.returncode == 128 + signal.SIGTERM and "Traceback" not in terminated.stderr
     # SIGTERM frees the claim on its way out: pending at once, no lease to wait for.
     assert reviews.get("stopped")["status"] == "pending" and leases.current("stopped") is None
-    assert reviews.resolve("stopped", "approve")["answer"] == DRAFT
+    assert resolve_review("stopped", "approve")["answer"] == DRAFT
     assert reviews.pending() == []
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from support.tavily_server import TavilyTestServer
 
-from selfcrag import Context, WebSearchError, build_graph, offline_components
-from selfcrag.components.web_search import TavilyWebSearch
+from selfcrag import Context, build_graph, offline_components
+from selfcrag.errors import WebSearchError
+from selfcrag.web_search import TavilyWebSearch
 
 # The sample knowledge base says nothing about Antarctica: CRAG grades it `incorrect` and asks the web.
 QUESTION = "Do you ship to Antarctica?"

@@ -15,7 +15,7 @@ BRIDGE_QUESTION = 'Human Error" is the season finale of the third season of a sh
 
 def flat_similarity(monkeypatch: Any) -> None:
     """Every sentence alike to the generator, so term coverage and answer type decide."""
-    import selfcrag.components.extractive as extractive
+    import selfcrag.offline.extractive as extractive
 
     monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.5)
     monkeypatch.setattr(extractive, "embed", lambda embedder, texts, stored=None: numpy.ones((len(texts), 2)))

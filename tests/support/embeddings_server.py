@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from selfcrag.components.text import keyword_tokens
+from selfcrag.text.text import keyword_tokens
 
 
 def vector(text: str, dim: int) -> np.ndarray:

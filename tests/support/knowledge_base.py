@@ -14,7 +14,7 @@ from support.postgres import pgvector_server
 
 @pytest.fixture(scope="session")
 def pgvector_url():
-    from selfcrag.components.pg_index import close_pools
+    from selfcrag.knowledge.pg_index import close_pools
 
     with pgvector_server() as url:
         try:

@@ -1,4 +1,4 @@
-"""The real local LLM for model-backend tests: `selfcrag.components.llm.local_server` in its own process group on
+"""The real local LLM for model-backend tests: `selfcrag.llm.local_server` in its own process group on
 a free port, serving the pinned Qwen2.5-Coder-0.5B-Instruct OpenAI-compatibly, and always stopped.
 
 Without the `realmodel` extra the tests that need it are skipped, except in CI (CI=true), where a skip would hide
@@ -38,7 +38,7 @@ def local_llm(threads: int = 2, context: int = 8192) -> Iterator[str]:
     require_real_model()
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="selfcrag-llm-")) / "server.log"
-    command = [sys.executable, "-m", "selfcrag.components.llm.local_server", "--model", MODEL, "--port", str(port),
+    command = [sys.executable, "-m", "selfcrag.llm.local_server", "--model", MODEL, "--port", str(port),
                "--threads", str(threads), "--context", str(context)]  # fmt: skip
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfcrag.components.embeddings import default_embedder
+from selfcrag.knowledge.embeddings import default_embedder
 
 TIDES = "# Tides\n\nThe harbour of Quellport has two high tides a day. The highest tide reaches 7.5 metres in March."
 BRIDGES = "# Bridges\n\nQuellport has four bridges over the river Amsel."

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from selfcrag.components.terms import coverage, question_terms
-from selfcrag.components.text import split_sentences
+from selfcrag.text.terms import coverage, question_terms
+from selfcrag.text.text import split_sentences
 from support.openai_server import Reply, Request
 
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from selfcrag.components.base import Passage
+from selfcrag.contract import Passage
 
 
 def passage(doc: str, text: str) -> Passage:

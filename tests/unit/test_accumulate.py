@@ -7,9 +7,9 @@ from collections import Counter
 from langgraph.checkpoint.memory import InMemorySaver
 
 from selfcrag import Components, Context, build_graph
-from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
-from selfcrag.components.refine import accumulate
+from selfcrag.contract import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.evaluation.signals import graph_signals
+from selfcrag.offline.refine import accumulate
 
 
 def strip(chunk: str, score: float, text: str = "", doc: str = "") -> dict:
@@ -130,7 +130,7 @@ def test_evidence_does_not_leak_into_the_next_run_of_a_thread():
 
 
 def test_the_rewrite_carries_the_name_the_first_hop_found():
-    from selfcrag.components.rewrite import KeywordRewriter
+    from selfcrag.offline.rewrite import KeywordRewriter
 
     question = "What office did the actress who played Ada Crane in Harbour Nights later hold?"
     first_hop = strip("k#0", 0.8, "Harbour Nights is a 1951 drama film starring Lena Marsh as the keeper Ada Crane. "

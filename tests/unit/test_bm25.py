@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selfcrag.components import index_files
-from selfcrag.components.bm25 import ARRAYS, BM25
-from selfcrag.components.text import keyword_tokens
+from selfcrag.knowledge import index_files
+from selfcrag.knowledge.bm25 import ARRAYS, BM25
+from selfcrag.text.text import keyword_tokens
 
 TEXTS = [
     "Error E1042 means the card was declined by the bank.",
@@ -159,7 +159,7 @@ def test_a_damaged_file_is_refused_before_numpy_allocates(tmp_path: Path) -> Non
 def test_pruned_top_equals_ranking_every_score(monkeypatch, floor: int) -> None:
     """`top` prunes common terms (MaxScore); it must return exactly what ranking every row's score returns, ties
     at the cut included, and `score_rows` exactly the scores `score_all` gives those rows."""
-    from selfcrag.components import bm25 as module
+    from selfcrag.knowledge import bm25 as module
 
     monkeypatch.setattr(module, "DIRECT_UP_TO", 0)  # this small corpus would be scored whole
     monkeypatch.setattr(module, "CANDIDATE_FLOOR", floor)

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from selfcrag.context import Context, SettingsError
+from selfcrag.context import Context
+from selfcrag.errors import CalibrationError, SettingsError
 from selfcrag.evaluation import calibrate as fitting
-from selfcrag.quality.calibration import FEATURES, CalibrationError, features, load, shipped, sigmoid
+from selfcrag.quality.calibration import FEATURES, features, load, shipped, sigmoid
 
 RUN = {
     "question": "How many days do I have to return an item?",

@@ -1,4 +1,4 @@
-"""The one place model calls go through (components/llm/calls.py), with in-process chat models: the run's budget
+"""The one place model calls go through (llm/calls.py), with in-process chat models: the run's budget
 shared by concurrent calls, deadlines, retries and Retry-After, reply caps, the linear lenient parser, the key
 rule. Time bounds only where the bound is the feature, with generous slack."""
 
@@ -18,14 +18,14 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_openai import ChatOpenAI
 
-from selfcrag.components.embeddings import openai_embedder
-from selfcrag.components.llm.calls import MAX_TOKENS, call, run_limits
-from selfcrag.components.llm.faults import retry_after
-from selfcrag.components.llm.models import ChatModels, chat_model, with_max_tokens
-from selfcrag.components.llm.relevance import PassageGrades
-from selfcrag.components.llm.structured import ask, loads_lenient
 from selfcrag.context import Context
+from selfcrag.knowledge.embeddings import openai_embedder
 from selfcrag.ledger import RunLedger
+from selfcrag.llm.calls import MAX_TOKENS, call, run_limits
+from selfcrag.llm.faults import retry_after
+from selfcrag.llm.models import ChatModels, chat_model, with_max_tokens
+from selfcrag.llm.relevance import PassageGrades
+from selfcrag.llm.structured import ask, loads_lenient
 
 SLACK = 4.0
 GRADE = '{"grades": [{"id": "p1", "label": "correct"}]}'
@@ -255,7 +255,8 @@ def test_the_operator_key_goes_only_where_it_was_configured_to(monkeypatch, env,
 
 
 def test_the_run_deadlines_are_operator_settings_a_run_cannot_open():
-    from selfcrag.context import SettingsError, resolve
+    from selfcrag.context import resolve
+    from selfcrag.errors import SettingsError
 
     base = Context(run_timeout=60)
     with pytest.raises(SettingsError, match="run_timeout is an operator setting"):

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Passage, Strip
-from selfcrag.components.embeddings import default_embedder, reads
-from selfcrag.components.extractive import ExtractiveGenerator, key_terms
-from selfcrag.components.groundedness import OfflineGroundednessChecker
-from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
-from selfcrag.components.rewrite import KeywordRewriter
-from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms
-from selfcrag.components.text import (
+from selfcrag.context import Context
+from selfcrag.contract import Passage, Strip
+from selfcrag.knowledge.embeddings import default_embedder, reads
+from selfcrag.language import language_of
+from selfcrag.offline.extractive import ExtractiveGenerator, key_terms
+from selfcrag.offline.groundedness import OfflineGroundednessChecker
+from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
+from selfcrag.offline.rewrite import KeywordRewriter
+from selfcrag.prompts import messages
+from selfcrag.text.rules import rule_flags
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, question_terms
+from selfcrag.text.text import (
     STOPWORDS,
     approx_tokens,
     chinese_number,
@@ -23,10 +27,6 @@ from selfcrag.components.text import (
     split_sentences,
     words,
 )
-from selfcrag.context import Context
-from selfcrag.language import language_of
-from selfcrag.prompts import messages
-from selfcrag.quality.rules import rule_flags
 
 RETURNS = ("退货政策", "大多数商品可在签收之日起 30 天内退货。电子产品（例如耳机和音箱）的退货期限较短，"
            "为签收后 15 天。标有“最终销售”的商品不能退货。")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Strip
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.components.groundedness import OfflineGroundednessChecker, cited_sentences
-from selfcrag.components.llm.groundedness import rule_checks
 from selfcrag.context import Context
+from selfcrag.contract import Strip
+from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.llm.groundedness import rule_checks
+from selfcrag.offline.groundedness import OfflineGroundednessChecker, cited_sentences
 from selfcrag.prompts import grading
 from selfcrag.prompts.evidence import block, doc_labels
 from selfcrag.prompts.generation import generation_prompt

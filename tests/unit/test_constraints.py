@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Strip
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.offline_grading import OfflineAnswerGrader
 from selfcrag.context import Context
+from selfcrag.contract import Strip
 from selfcrag.evaluation.signals import graph_signals
+from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.offline.extractive import ExtractiveGenerator
+from selfcrag.offline.offline_grading import OfflineAnswerGrader
 from selfcrag.quality.constraints import tokens, violations, word_classes
 
 VIOLATIONS = [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag import WebSearchError
-from selfcrag.components.text import content_words, numbers, split_sentences, words
-from selfcrag.components.web_search import TavilyWebSearch
 from selfcrag.context import Context, settings_of
+from selfcrag.errors import WebSearchError
 from selfcrag.state import add_steps
+from selfcrag.text.text import content_words, numbers, split_sentences, words
+from selfcrag.web_search import TavilyWebSearch
 
 
 def test_context_reads_env_defaults_and_overrides(monkeypatch):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from selfcrag.components.base import Turn
-from selfcrag.components.contextualize import carry_subject, depends_on_thread, subject_terms
+from selfcrag.contract import Turn
+from selfcrag.offline.contextualize import carry_subject, depends_on_thread, subject_terms
 from selfcrag.testing import FakeChatModel
 
 SHIPPING: list[Turn] = [Turn(role="user", content="How much does express shipping cost?"),

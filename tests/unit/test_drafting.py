@@ -1,4 +1,4 @@
-"""Drafting beyond the strips (components/drafting.py): which passages are read whole after a decline, which name a
+"""Drafting beyond the strips (offline/drafting.py): which passages are read whole after a decline, which name a
 draft's bridge, when a longer draft extends the first, and the order of the generator's calls."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
 
-from selfcrag.components.base import Draft, Passage, Strip
-from selfcrag.components.drafting import (
+from selfcrag.context import Context
+from selfcrag.contract import Draft, Passage, Strip
+from selfcrag.offline.drafting import (
     RunEvidence,
     bridge_passages,
     extends,
@@ -15,9 +16,8 @@ from selfcrag.components.drafting import (
     whole_passages,
     write_draft,
 )
-from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.terms import key_terms
-from selfcrag.context import Context
+from selfcrag.offline.extractive import ExtractiveGenerator
+from selfcrag.text.terms import key_terms
 
 
 def passage(chunk: str, text: str, score: float = 0.8, title: str = "") -> Passage:

@@ -9,13 +9,13 @@ import zlib
 import numpy as np
 import pytest
 
-from selfcrag import EmbeddingModelError
-from selfcrag.components import vector_store
-from selfcrag.components.documents import SourceDocument, chunk_documents
-from selfcrag.components.embeddings import LangChainEmbedder, default_embedder
-from selfcrag.components.minilm import BATCH_SIZE, TOKEN_BUDGET, session_threads, token_batches
-from selfcrag.components.retrieval import HybridIndex, index_text
-from selfcrag.components.text import keyword_tokens
+from selfcrag.errors import EmbeddingModelError
+from selfcrag.knowledge import vector_store
+from selfcrag.knowledge.documents import SourceDocument, chunk_documents
+from selfcrag.knowledge.embeddings import LangChainEmbedder, default_embedder
+from selfcrag.knowledge.minilm import BATCH_SIZE, TOKEN_BUDGET, session_threads, token_batches
+from selfcrag.knowledge.retrieval import HybridIndex, index_text
+from selfcrag.text.text import keyword_tokens
 
 
 def test_batches_sort_by_length_and_respect_the_padded_budget_and_the_row_cap() -> None:
@@ -214,7 +214,7 @@ def test_a_text_in_two_chunks_is_stored_once_with_the_first_chunks_vector(embedd
 
 
 def test_parts_are_pooled_over_their_characters_tokens() -> None:
-    from selfcrag.components.minilm import span_vectors
+    from selfcrag.knowledge.minilm import span_vectors
 
     hidden = np.arange(12, dtype=np.float32).reshape(6, 2) + 1.0
     # [CLS] "ab" "cd" "##e" "." [SEP] over the text "ab cde." (character offsets; specials have empty spans)

@@ -51,7 +51,7 @@ def test_errors_keep_the_bases_code_catches_them_by():
 
 def test_exporting_the_errors_imports_no_module_that_runs_as_a_program():
     """`python -m selfcrag.cli` (and the others) would warn on every start if `import selfcrag` imported it first."""
-    programs = ["selfcrag.cli", "selfcrag.identities", "selfcrag.components.llm.local_server"]
+    programs = ["selfcrag.cli", "selfcrag.identities", "selfcrag.llm.local_server"]
     probe = f"import sys, selfcrag; print([m for m in {programs!r} if m in sys.modules])"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

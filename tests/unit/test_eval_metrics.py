@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from selfcrag.errors import QuestionFileError
 from selfcrag.evaluation import metrics as m
-from selfcrag.evaluation.questions import QuestionFileError, contains_gold, load_questions
+from selfcrag.evaluation.questions import contains_gold, load_questions
 from selfcrag.evaluation.report import winner
 
 # Four questions, two right: 0.9 right, 0.8 right, 0.8 wrong (a tie across classes), 0.3 wrong.

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from selfcrag import Components, Context, WebSearchError, build_graph
-from selfcrag.components.base import (
+from selfcrag.contract import (
     AnswerGrade,
     Draft,
     Grading,

@@ -10,9 +10,9 @@ from pathlib import Path
 from support.bridge import BRIDGE_QUESTION, SERIES, SHOW, flat_similarity
 
 from selfcrag import Components, Context, build_graph
-from selfcrag.components.base import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
-from selfcrag.components.extractive import ExtractiveGenerator
+from selfcrag.contract import AnswerGrade, Draft, Grading, GroundednessCheck, Passage, Refinement, Rewrite
 from selfcrag.evaluation.signals import graph_signals
+from selfcrag.offline.extractive import ExtractiveGenerator
 from selfcrag.quality.drafts import as_judged, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def graph_of(fake, generator=None):
 
 
 def test_a_decline_on_the_strips_reads_the_passages_whole(monkeypatch):
-    import selfcrag.components.extractive as extractive
+    import selfcrag.offline.extractive as extractive
 
     monkeypatch.setattr(extractive, "similarity_or_stand_in", lambda *a: 0.9)  # no embedder in a unit test
     monkeypatch.setattr(extractive, "embed", lambda *args: __import__("numpy").ones((len(args[1]), 2)))

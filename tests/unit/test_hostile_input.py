@@ -9,9 +9,9 @@ import pytest
 from langgraph.graph import END
 
 from selfcrag import routing
-from selfcrag.components.sanitize import clean_text, decode_argv, script_of, unreadable
 from selfcrag.context import Context
 from selfcrag.nodes.human_review import MAX_ANSWER_CHARS, check_reply
+from selfcrag.text.sanitize import clean_text, decode_argv, script_of, unreadable
 
 RETURNS = "How many days do I have to return an item?"
 S = Context()

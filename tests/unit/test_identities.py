@@ -12,7 +12,8 @@ from langgraph_sdk import Auth
 from starlette.datastructures import QueryParams
 
 from selfcrag import auth
-from selfcrag.identities import Identity, IdentityError, IdentityFile, add, hashed, main
+from selfcrag.errors import IdentityError
+from selfcrag.identities import Identity, IdentityFile, add, hashed, main
 
 
 def test_a_token_is_stored_only_as_its_hash_and_names_its_identity(tmp_path: Path) -> None:

@@ -10,9 +10,10 @@ import zlib
 import pytest
 from langchain_core.documents import Document
 
-from selfcrag.components import loaders
-from selfcrag.components.documents import IngestError, SourceDocument, chunk_documents, read_documents
 from selfcrag.context import Context
+from selfcrag.errors import IngestError
+from selfcrag.knowledge import loaders
+from selfcrag.knowledge.documents import SourceDocument, chunk_documents, read_documents
 
 SMALL = loaders.Limits(file_bytes=2_000, document_chars=500, unpacked_bytes=10_000)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Passage
+from selfcrag.contract import Passage
 from selfcrag.quality.injection import clean_passages, is_instruction, scan
 
 POSITIVES = [

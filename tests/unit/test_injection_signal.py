@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from selfcrag.components import loaders
-from selfcrag.components.sanitize import clean_document
+from selfcrag.knowledge import loaders
 from selfcrag.quality.addressed import addressed
 from selfcrag.quality.folding import views
 from selfcrag.quality.injection import is_instruction, scan
+from selfcrag.text.sanitize import clean_document
 
 DATA = Path(__file__).parents[1] / "data"
 DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from selfcrag.components.base import Passage, Strip
 from selfcrag.context import Context
+from selfcrag.contract import Passage, Strip
 from selfcrag.prompts import grading
 from selfcrag.prompts.evidence import compress, doc_labels
 from selfcrag.prompts.generation import FEW_SHOT, TASKS, VERSION, generation_prompt, mode_of, task_of

@@ -13,13 +13,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ValidationError
 
-from selfcrag.components.base import Strip
-from selfcrag.components.llm.faults import describe, is_transient
-from selfcrag.components.llm.generator import draft_from
-from selfcrag.components.llm.models import ChatModels, chat_model
-from selfcrag.components.llm.relevance import PassageGrades, PassageVerdict, relevance_score
-from selfcrag.components.llm.structured import ask, compact_schema, loads_lenient
 from selfcrag.context import Context
+from selfcrag.contract import Strip
+from selfcrag.llm.faults import describe, is_transient
+from selfcrag.llm.generator import draft_from
+from selfcrag.llm.models import ChatModels, chat_model
+from selfcrag.llm.relevance import PassageGrades, PassageVerdict, relevance_score
+from selfcrag.llm.structured import ask, compact_schema, loads_lenient
 from selfcrag.prompts.generation import generation_prompt
 
 

@@ -11,9 +11,10 @@ import pytest
 from langchain_core.documents import Document
 from support.pdf import write_pdf
 
-from selfcrag.components import loaders
-from selfcrag.components.documents import IngestError, chunk_documents, read_documents
-from selfcrag.components.text import split_sentences
+from selfcrag.errors import IngestError
+from selfcrag.knowledge import loaders
+from selfcrag.knowledge.documents import chunk_documents, read_documents
+from selfcrag.text.text import split_sentences
 
 
 def write_docx(path: Path, paragraphs: list[str]) -> Path:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from selfcrag.components.base import Grade, Passage, Strip
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.groundedness import OfflineGroundednessChecker
-from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action, embed
-from selfcrag.components.refine import StripRefiner
-from selfcrag.components.rewrite import KeywordRewriter
-from selfcrag.components.terms import answer_type, strip_citations
 from selfcrag.context import Context
-from selfcrag.quality.rules import rule_flags
+from selfcrag.contract import Grade, Passage, Strip
+from selfcrag.knowledge.embeddings import default_embedder, embed
+from selfcrag.offline.extractive import ExtractiveGenerator
+from selfcrag.offline.groundedness import OfflineGroundednessChecker
+from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader, crag_action
+from selfcrag.offline.refine import StripRefiner
+from selfcrag.offline.rewrite import KeywordRewriter
+from selfcrag.text.rules import rule_flags
+from selfcrag.text.terms import answer_type, strip_citations
 
 DOCS = {
     "returns": (
@@ -373,8 +373,8 @@ class Recording:
 @pytest.fixture(scope="module")
 def help_center(embedder, tmp_path_factory):
     """The help center as an index with stored vectors, and the same index saved without them."""
-    from selfcrag.components.documents import SourceDocument, chunk_documents
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.knowledge.documents import SourceDocument, chunk_documents
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     chunks = chunk_documents([SourceDocument(d, title, f"{d}.md", text) for d, (title, text) in DOCS.items()])
     root = tmp_path_factory.mktemp("help_center")
@@ -387,8 +387,8 @@ def ask(directory, question, settings):
     """The graph's output over the index in `directory`, and the texts it embedded. A run reads only the stored
     vectors of the index it searches: one without them gets none, whatever else this process has loaded."""
     from selfcrag import build_graph
-    from selfcrag.components.backend import offline_components
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.backend import offline_components
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     recording = Recording(default_embedder())
     index = HybridIndex.load(directory, recording)
@@ -426,8 +426,8 @@ def test_the_graph_decides_the_same_with_and_without_stored_vectors(help_center,
 
 
 def test_stored_vectors_are_the_chunks_own_and_its_sentences_read_in_context(help_center, embedder):
-    from selfcrag.components.retrieval import HybridIndex, index_text
-    from selfcrag.components.vector_store import KEYS_FILE, evidence_texts, key
+    from selfcrag.knowledge.retrieval import HybridIndex, index_text
+    from selfcrag.knowledge.vector_store import KEYS_FILE, evidence_texts, key
 
     index = HybridIndex.load(help_center / "stored", embedder)
     store = index.text_vectors
@@ -459,9 +459,9 @@ def test_stored_vectors_are_the_chunks_own_and_its_sentences_read_in_context(hel
 
 
 def test_unknown_texts_other_embedders_and_other_components_miss_the_store(help_center, embedder):
-    from selfcrag.components.backend import offline_components
-    from selfcrag.components.embeddings import stored_for_run
-    from selfcrag.components.retrieval import HybridIndex
+    from selfcrag.backend import offline_components
+    from selfcrag.knowledge.embeddings import stored_for_run
+    from selfcrag.knowledge.retrieval import HybridIndex
 
     known = DOCS["gardening"][1].split(". ")[0] + "."  # a sentence of the help center, not of the bundled sample
     index = HybridIndex.load(help_center / "stored", Recording(embedder))

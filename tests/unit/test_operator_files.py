@@ -10,9 +10,10 @@ import os
 import pytest
 
 from selfcrag import build_graph
-from selfcrag.context import Context, SettingsError, resolve
+from selfcrag.context import Context, resolve
+from selfcrag.errors import CalibrationError, SettingsError
 from selfcrag.quality import calibration
-from selfcrag.quality.calibration import CalibrationError, load, shipped
+from selfcrag.quality.calibration import load, shipped
 
 
 @pytest.fixture

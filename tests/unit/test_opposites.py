@@ -2,7 +2,7 @@
 
 import pytest
 
-from selfcrag.quality.opposites import Conflict, conflicts
+from selfcrag.text.opposites import Conflict, conflicts
 
 
 @pytest.mark.parametrize(

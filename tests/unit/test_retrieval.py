@@ -23,8 +23,9 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from selfcrag.components.bm25 import BM25
-from selfcrag.components.documents import (
+from selfcrag.context import Context
+from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge.documents import (
     IngestError,
     Skipped,
     SourceDocument,
@@ -32,10 +33,9 @@ from selfcrag.components.documents import (
     load_documents,
     read_documents,
 )
-from selfcrag.components.loaded_indexes import index_for, open_index, sample_index
-from selfcrag.components.retrieval import HybridIndex, LangChainRetriever
-from selfcrag.components.text import keyword_tokens, split_sentences
-from selfcrag.context import Context
+from selfcrag.knowledge.loaded_indexes import index_for, open_index, sample_index
+from selfcrag.knowledge.retrieval import HybridIndex, LangChainRetriever
+from selfcrag.text.text import keyword_tokens, split_sentences
 
 
 class BowEmbedder:
@@ -348,7 +348,7 @@ def test_loading_with_another_embedder_names_both(index: HybridIndex, tmp_path: 
 
 
 def test_an_index_records_its_keyword_tokenizer_and_refuses_another(index: HybridIndex, tmp_path: Path) -> None:
-    from selfcrag.components.text import TOKENIZER
+    from selfcrag.text.text import TOKENIZER
 
     index.save(tmp_path / "idx")
     manifest_path = tmp_path / "idx" / "manifest.json"
@@ -416,8 +416,8 @@ def legacy_state(bm25: BM25) -> dict:
 def _legacy(damage):
     """Turn a saved index into one saved before bm25.npz, then damage its bm25.json."""
     def convert_then_damage(idx: Path) -> None:
-        from selfcrag.components.bm25 import ARRAYS
-        from selfcrag.components.index_files import read_keywords
+        from selfcrag.knowledge.bm25 import ARRAYS
+        from selfcrag.knowledge.index_files import read_keywords
 
         _, arrays = read_keywords(idx, ARRAYS)
         (idx / "bm25.json").write_text(json.dumps(legacy_state(BM25.from_arrays(arrays))))
@@ -554,7 +554,7 @@ def many_chunks(n: int = 300) -> list:
 
 
 def test_hnsw_index_is_recorded_and_round_trips(tmp_path: Path) -> None:
-    from selfcrag.components.vector_index import kind_of
+    from selfcrag.knowledge.vector_index import kind_of
 
     chunks = many_chunks()
     flat = HybridIndex.build(chunks, BowEmbedder(), vector_kind="flat")
@@ -570,7 +570,7 @@ def test_hnsw_index_is_recorded_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_hnsw_search_matches_flat_on_a_small_index() -> None:
-    from selfcrag.components.vector_index import build, search
+    from selfcrag.knowledge.vector_index import build, search
 
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((500, 16)).astype(np.float32)
@@ -582,7 +582,7 @@ def test_hnsw_search_matches_flat_on_a_small_index() -> None:
 
 
 def test_vector_index_setting_picks_the_type(monkeypatch) -> None:
-    from selfcrag.components.vector_index import AUTO_HNSW_FROM, chosen, kind_of
+    from selfcrag.knowledge.vector_index import AUTO_HNSW_FROM, chosen, kind_of
 
     assert chosen("auto", AUTO_HNSW_FROM - 1) == "flat" and chosen("auto", AUTO_HNSW_FROM) == "hnsw"
     assert chosen("flat", 10**7) == "flat" and chosen("hnsw", 3) == "hnsw"
@@ -642,7 +642,7 @@ def siblings(idx: Path) -> list[str]:
 
 
 def test_a_save_that_hits_a_full_disk_keeps_the_old_index(index: HybridIndex, tmp_path: Path, monkeypatch) -> None:
-    from selfcrag.components import index_files
+    from selfcrag.knowledge import index_files
 
     idx = tmp_path / "idx"
     index.save(idx)
@@ -663,7 +663,7 @@ def test_a_save_that_hits_a_full_disk_keeps_the_old_index(index: HybridIndex, tm
 
 def test_ctrl_c_or_a_failed_rename_during_a_save_keeps_the_old_index(index: HybridIndex, tmp_path: Path,
                                                                      monkeypatch) -> None:
-    from selfcrag.components import index_files
+    from selfcrag.knowledge import index_files
 
     idx = tmp_path / "idx"
     index.save(idx)
@@ -774,7 +774,7 @@ def test_open_index_is_cached_and_index_for_picks_the_source(index: HybridIndex,
 
 
 def test_sample_index_is_built_once_then_loaded_from_the_cache(tmp_path: Path, monkeypatch) -> None:
-    from selfcrag.components import loaded_indexes
+    from selfcrag.knowledge import loaded_indexes
 
     monkeypatch.setenv("SELFCRAG_CACHE_DIR", str(tmp_path))
     embedder = BowEmbedder("test/bow-cache")
@@ -797,7 +797,7 @@ def test_sample_index_works_when_the_cache_cannot_be_written(tmp_path: Path, mon
 
 
 def test_import_loads_no_model_or_index() -> None:
-    code = "import sys, selfcrag.components.retrieval; print(sorted({'faiss', 'onnxruntime'} & set(sys.modules)))"
+    code = "import sys, selfcrag.knowledge.retrieval; print(sorted({'faiss', 'onnxruntime'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -840,7 +840,7 @@ def test_langchain_retriever_maps_dedupes_scores_and_truncates() -> None:
 
 
 def test_real_embedder_retrieves_by_meaning() -> None:
-    from selfcrag.components.embeddings import default_embedder
+    from selfcrag.knowledge.embeddings import default_embedder
 
     docs = [
         SourceDocument("refunds", "Refunds", "refunds.md",
@@ -864,8 +864,8 @@ def test_real_embedder_retrieves_by_meaning() -> None:
 
 
 def test_an_index_stores_vectors_of_what_the_offline_components_compare(index: HybridIndex, tmp_path: Path) -> None:
-    from selfcrag.components.refine import strips_of
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE, key
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE, key
+    from selfcrag.text.cuts import strips_of
 
     store = index.text_vectors
     assert store is not None and store.embedder == "test/bow"
@@ -886,7 +886,7 @@ def test_an_index_stores_vectors_of_what_the_offline_components_compare(index: H
 
 
 def test_an_index_saved_without_stored_vectors_loads_and_retrieves_the_same(index: HybridIndex, tmp_path: Path) -> None:
-    from selfcrag.components.vector_store import VECTORS_FILE
+    from selfcrag.knowledge.vector_store import VECTORS_FILE
 
     index.save(tmp_path / "with")
     plain = HybridIndex.build(kb_chunks(), BowEmbedder(), text_vectors=False)
@@ -902,7 +902,7 @@ def test_an_index_saved_without_stored_vectors_loads_and_retrieves_the_same(inde
 
 
 def test_saving_without_stored_vectors_removes_an_earlier_index_s(index: HybridIndex, tmp_path: Path) -> None:
-    from selfcrag.components.vector_store import KEYS_FILE, VECTORS_FILE
+    from selfcrag.knowledge.vector_store import KEYS_FILE, VECTORS_FILE
 
     index.save(tmp_path / "idx")
     # Rebuilt in the same directory without them: the old vectors describe texts of another index.
@@ -913,12 +913,12 @@ def test_saving_without_stored_vectors_removes_an_earlier_index_s(index: HybridI
 
 
 def test_damaged_stored_vectors_are_skipped_with_a_warning(index: HybridIndex, tmp_path: Path, caplog) -> None:
-    from selfcrag.components.vector_store import KEYS_FILE
+    from selfcrag.knowledge.vector_store import KEYS_FILE
 
     index.save(tmp_path / "idx")
     keys = tmp_path / "idx" / KEYS_FILE
     keys.write_bytes(keys.read_bytes()[:-40])  # a disk fault cut the file
-    with caplog.at_level("WARNING", logger="selfcrag.components.vector_store"):
+    with caplog.at_level("WARNING", logger="selfcrag.knowledge.vector_store"):
         loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
     assert loaded.text_vectors is None  # the index still answers: questions embed what the store would have had
     assert "ignoring the stored text vectors" in caplog.text

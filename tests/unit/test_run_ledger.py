@@ -8,7 +8,8 @@ import pytest
 from langgraph.runtime import ExecutionInfo, Runtime
 
 from selfcrag import ledger
-from selfcrag.context import Context, SettingsError
+from selfcrag.context import Context
+from selfcrag.errors import SettingsError
 from selfcrag.ledger import forget, ledger_of, open_run
 from selfcrag.state import running_total
 

@@ -10,12 +10,12 @@ import pytest
 from langchain_core.messages import AIMessage
 from pydantic import ValidationError
 
-from selfcrag.components.base import Strip
-from selfcrag.components.llm.declines import doubted_decline
-from selfcrag.components.llm.generator import draft_from
-from selfcrag.components.llm.relevance import keyed_grades
-from selfcrag.components.llm.structured import compact_schema
 from selfcrag.context import Context
+from selfcrag.contract import Strip
+from selfcrag.llm.declines import doubted_decline
+from selfcrag.llm.generator import draft_from
+from selfcrag.llm.relevance import keyed_grades
+from selfcrag.llm.structured import compact_schema
 from selfcrag.prompts.generation import generation_prompt
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from selfcrag import Context
-from selfcrag.components.base import Citation, Passage, Strip
+from selfcrag.contract import Citation, Passage, Strip
 from selfcrag.nodes.speculate import discard_reason
 from selfcrag.routing import after_adopt, after_grading_or_join, fan_out, speculates
 

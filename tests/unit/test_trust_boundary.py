@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from selfcrag import Context, build_graph
-from selfcrag.context import NEVER_PER_RUN, OPERATOR_SETTINGS, SettingsError, resolve
+from selfcrag.context import NEVER_PER_RUN, OPERATOR_SETTINGS, resolve
+from selfcrag.errors import SettingsError
 
 OPERATOR = Context(index_dir="/srv/index", base_url="http://models.internal/v1", cap_k=8)
 

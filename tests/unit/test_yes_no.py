@@ -1,15 +1,15 @@
-"""Yes/no and comparison answers decided by the evidence (components/comparison.py), on hand-made evidence."""
+"""Yes/no and comparison answers decided by the evidence (offline/comparison.py), on hand-made evidence."""
 
 from __future__ import annotations
 
 import pytest
 
-from selfcrag.components.base import Strip
-from selfcrag.components.comparison import decide, is_verdict
-from selfcrag.components.embeddings import default_embedder
-from selfcrag.components.extractive import ExtractiveGenerator
-from selfcrag.components.groundedness import OfflineGroundednessChecker
 from selfcrag.context import Context
+from selfcrag.contract import Strip
+from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.offline.comparison import decide, is_verdict
+from selfcrag.offline.extractive import ExtractiveGenerator
+from selfcrag.offline.groundedness import OfflineGroundednessChecker
 
 
 def strip(doc: str, title: str, text: str, score: float = 0.8) -> Strip:

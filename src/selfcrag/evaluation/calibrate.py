@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from selfcrag.errors import CalibrationDataError
-from selfcrag.evaluation.metrics import aurc, auroc, ece
+from selfcrag.evaluation.metrics import aurc, auroc, ece, effective_reliability
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.run import measure
 from selfcrag.quality.calibration import FEATURES
+from selfcrag.quality.thresholds import show_floor
 
 if TYPE_CHECKING:
     from selfcrag.evaluation.run import Systems
@@ -327,9 +328,6 @@ def cost_table(confidence: Sequence[float], rows: Sequence[dict[str, Any]], plai
     beside plain RAG's (`plain`: its right, wrong and unanswerable-answered counts and questions per source), the
     right answers kept against plain's and the unanswerable questions answered against plain's. Nothing is chosen
     here: the costs are the presets' statement of what a deployment can afford."""
-    from selfcrag.evaluation.metrics import effective_reliability
-    from selfcrag.quality.thresholds import show_floor
-
     table = []
     for cost in costs:
         floor = show_floor(cost)

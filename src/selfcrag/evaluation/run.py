@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfcrag.components.backend import Components, auto_components
+from selfcrag.backend import Components, auto_components
 from selfcrag.context import Context, resolve
+from selfcrag.endpoints import model_configured
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.questions import contains_gold
+from selfcrag.evaluation.report import write_report
 from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
+from selfcrag.graph import build_graph
 
 SYSTEMS = ("selfcrag", "plain")
 # Output keys a record already holds at its top level; `detail` keeps the rest of the output.
@@ -41,8 +44,6 @@ class Systems:
 
     @classmethod
     def build(cls, operator: dict[str, Any], run_context: dict[str, Any]) -> Systems:
-        from selfcrag.graph import build_graph
-
         components = auto_components()
         # Evaluation measures what is shown without a person: a pending human review would show nothing.
         run_context = {**run_context, "human_review": False}
@@ -51,8 +52,6 @@ class Systems:
 
     @property
     def backend(self) -> str:
-        from selfcrag.components.llm.models import model_configured
-
         if self.settings.backend != "auto":
             return self.settings.backend
         return "model" if model_configured() else "offline"
@@ -145,8 +144,6 @@ def evaluate(
     """Run every question through selfcrag (and plain), writing records.jsonl as it goes, then metrics.json and
     report.html. Returns the metrics."""
     from tqdm import tqdm
-
-    from selfcrag.evaluation.report import write_report
 
     runs: list[tuple[str, Callable[[str], dict[str, Any]]]] = [("selfcrag", systems.selfcrag)]
     if baseline:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from selfcrag.components.comparison import is_verdict
+from selfcrag.offline.comparison import is_verdict
 
 TOP = 3  # retrieval scores kept per record: the best passages carry the signal, the tail is noise
 
@@ -56,13 +56,13 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
                              and int(step.get("evidence_added", 0)) > 0),
         "stopped_nothing_new": any(step.get("node") == "retrieve" and step.get("new") == 0 for step in retrievals[1:])
         or any(step.get("node") == "rewrite_query" and step.get("decision") == "stop" for step in trace),
-        # The draft opens with a bare yes/no verdict the evidence decided (components/comparison.py).
+        # The draft opens with a bare yes/no verdict the evidence decided (offline/comparison.py).
         "yes_no_decided": any(is_verdict(str(step.get("draft") or "").split(".")[0].split("。")[0])
                               for step in _steps(trace, "finalize")),
         "generations": len(_steps(trace, "generate")),
         "drafts": sum(1 for step in _steps(trace, "generate") if step.get("decision") == "draft"),
         # Drafts written after the strips alone could not answer (generation read whole passages:
-        # components/drafting.py), the grounded drafts finalize chose from, and the round of the one it showed
+        # offline/drafting.py), the grounded drafts finalize chose from, and the round of the one it showed
         # (quality/drafts.py).
         "whole_passage_drafts": sum(1 for step in _steps(trace, "generate") if step.get("whole_passages")),
         "drafts_kept": len(closing.get("drafts") or []),

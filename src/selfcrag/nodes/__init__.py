@@ -8,15 +8,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.base import ModelUse
-from selfcrag.components.llm.calls import run_limits
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import ModelUse
 from selfcrag.ledger import ledger_of
+from selfcrag.llm.calls import run_limits
 from selfcrag.state import State
 
 
 def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]]) -> Any:  # Any: what add_node accepts
-    """A node that may call models, run within the run's limits (components/llm/calls.py): the call budget and
+    """A node that may call models, run within the run's limits (llm/calls.py): the call budget and
     the deadline of the run's ledger (selfcrag/ledger.py), never state a client could have written. The
     components read them from a ContextVar, so their Protocols stay. The update carries the ledger's totals."""
 

@@ -1,7 +1,7 @@
 """Makes a follow-up question stand alone before retrieval: "And how long does it take to arrive?" after a
 question about express shipping becomes a question about express shipping.
 
-Only a question that leans on the conversation is rewritten (components/contextualize.py says which: it
+Only a question that leans on the conversation is rewritten (offline/contextualize.py says which: it
 continues the last one, or names no subject of its own); a first question or one that stands alone passes
 untouched, with no model call. The rewriter's `contextualize` does it — one model call on the model backend,
 the earlier turns' subject terms carried in offline; a rewriter without one gets the offline way. The
@@ -14,14 +14,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components
-from selfcrag.components.contextualize import carry_subject, depends_on_thread
-from selfcrag.components.sanitize import clean_text
+from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
+from selfcrag.offline.contextualize import carry_subject, depends_on_thread
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.sanitize import clean_text
 
 
 def make(components: Components) -> NodeFunction:

@@ -9,9 +9,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from selfcrag import review_case, routing
+from selfcrag.backend import Components
 from selfcrag.chat import close_run
-from selfcrag.components.backend import Components
-from selfcrag.components.terms import coverage, join_pairs, question_terms
 from selfcrag.context import Context, settings_of
 from selfcrag.language import Language, language_of
 from selfcrag.ledger import forget, ledger_of
@@ -23,6 +22,7 @@ from selfcrag.quality.drafts import as_judged
 from selfcrag.routing import question_unreadable
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
+from selfcrag.text.terms import coverage, join_pairs, question_terms
 
 
 def degraded(state: State, node: str) -> bool:

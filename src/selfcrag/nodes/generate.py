@@ -1,6 +1,6 @@
 """Generates a cited answer from the knowledge strips; a regeneration is told which statements the last
 draft could not support, so it does not repeat them. Where the strips fall short the generator reads more of
-the run's passages: whole passages before a decline, a bridge question's second hop (`components/drafting.py`).
+the run's passages: whole passages before a decline, a bridge question's second hop (`offline/drafting.py`).
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components, component_for
-from selfcrag.components.drafting import RunEvidence, write_draft
+from selfcrag.backend import Components, component_for
 from selfcrag.context import Context, settings_of
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
+from selfcrag.offline.drafting import RunEvidence, write_draft
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
 

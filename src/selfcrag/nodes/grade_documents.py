@@ -7,10 +7,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components
-from selfcrag.components.offline_grading import crag_action
+from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.offline_grading import crag_action
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
 

@@ -20,14 +20,14 @@ from typing import Any
 from langgraph.types import interrupt
 
 from selfcrag import review_case
+from selfcrag.backend import Components
 from selfcrag.chat import close_run
-from selfcrag.components.backend import Components
-from selfcrag.components.sanitize import clean_text
 from selfcrag.language import language_of
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
+from selfcrag.text.sanitize import clean_text
 
 ACTIONS = ("approve", "edit", "reject")
 FIELDS = ("action", "answer", "note", "draft_id")

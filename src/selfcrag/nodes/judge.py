@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from selfcrag.components.backend import Components
+from selfcrag.backend import Components
 from selfcrag.quality.drafts import snapshot
 from selfcrag.state import NodeFunction, State
 

@@ -2,7 +2,7 @@
 resets the working state, so a thread that keeps state between runs starts each run clean.
 
 A question that is not text, or longer than `max_question_chars`, fails the run with one line saying so; the
-question is cleaned of escape sequences and invisible characters (`components/sanitize.py`) before anything
+question is cleaned of escape sequences and invisible characters (`text/sanitize.py`) before anything
 reads it."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from selfcrag.components.backend import Components
-from selfcrag.components.base import Turn
-from selfcrag.components.sanitize import clean_text
+from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import Turn
 from selfcrag.errors import EmptyQuestionError, QuestionError
 from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.sanitize import clean_text
 
 
 def raw_question(state: State) -> str:

@@ -1,6 +1,6 @@
 """Knowledge refinement (decompose-then-recompose): keeps the question-relevant strips of the passages
 graded correct or ambiguous; citations still point at the original documents. The strips join the run's
-evidence (`components/refine.py accumulate`), so what earlier rounds found stays available to generation."""
+evidence (`offline/refine.py accumulate`), so what earlier rounds found stays available to generation."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components
-from selfcrag.components.refine import accumulate
-from selfcrag.components.terms import terms_of
-from selfcrag.components.text import STOPWORDS, term, words
+from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.refine import accumulate
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.terms import terms_of
+from selfcrag.text.text import STOPWORDS, term, words
 
 
 def second_hops(state: State, kept: set[str]) -> dict[str, str]:

@@ -13,21 +13,21 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components, component_for
-from selfcrag.components.base import Strip
-from selfcrag.components.redaction import redact
+from selfcrag.backend import Components, component_for
 from selfcrag.context import Context, settings_of
+from selfcrag.contract import Strip
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.progress import emit
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.routing import after_refine
 from selfcrag.state import NodeFunction, State
+from selfcrag.text.redaction import redact
 
 
 def model_backend(components: Components, settings: Context) -> bool:
     """Whether this run writes its answers with a chat model: only the model backend speculates."""
-    from selfcrag.components.llm.generator import LLMGenerator
+    from selfcrag.llm.generator import LLMGenerator  # lazily, for start-up: an offline run never loads it
 
     return isinstance(component_for(components, "generator", settings), LLMGenerator)
 

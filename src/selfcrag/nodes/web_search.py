@@ -1,5 +1,5 @@
 """Web search (CRAG's corrective step): results are graded like retrieved passages and refined into strips,
-which join the run's evidence like any round's (`components/refine.py accumulate`): `ambiguous` adds them to
+which join the run's evidence like any round's (`offline/refine.py accumulate`): `ambiguous` adds them to
 what this round kept, `incorrect` to what earlier rounds found (this round's passages were all rejected, so
 they add nothing). Failures degrade to retrieval only.
 Sentences of a result that address the assistant (prompt injection) are removed before grading."""
@@ -10,12 +10,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.components.backend import Components
-from selfcrag.components.refine import accumulate
+from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.errors import WebSearchError
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.refine import accumulate
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from selfcrag.components.base import Turn
+from selfcrag.contract import Turn
 from selfcrag.prompts.evidence import DATA_NOTICE, block
 
 CONTEXTUALIZE = "contextualize/1"

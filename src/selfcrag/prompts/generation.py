@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from selfcrag.components.base import Strip, Turn
+from selfcrag.contract import Strip, Turn
 from selfcrag.prompts.evidence import DATA_NOTICE, compress, doc_labels, evidence_blocks
 
 if TYPE_CHECKING:

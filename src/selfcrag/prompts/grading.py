@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from selfcrag.components.base import Passage, Strip
+from selfcrag.contract import Passage, Strip
 from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_blocks
 
 RELEVANCE = "grade_documents/1"

@@ -43,7 +43,7 @@ PHRASES: dict[str, dict[Language, str]] = {
     "model_unreachable": {"en": "the model could not be reached", "zh": "无法连接到模型"},
     "model_limit": {"en": "this question reached its limit of model calls or time",
                     "zh": "这个问题已用完模型调用次数或时间"},
-    # A question the evidence cannot read (components/sanitize.py): nothing to look up, or another script.
+    # A question the evidence cannot read (text/sanitize.py): nothing to look up, or another script.
     "no_words": {"en": "the question has no letters or digits to look up", "zh": "问题中没有可以查找的文字或数字"},
     "script_not_covered": {"en": "the question's script ({}) is not covered by the knowledge base or the "
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
@@ -94,7 +94,7 @@ def answer_type(kind: str, language: Language = "en") -> str:
 
 
 def conflict(kind: str, asked: str, stated: str, language: Language = "en") -> str:
-    """What the answer says instead of what the question asks (quality.opposites)."""
+    """What the answer says instead of what the question asks (text.opposites)."""
     if kind == "negation":
         return phrase("negation_not_in_answer", language)
     return phrase("opposite_in_answer", language, asked, stated)

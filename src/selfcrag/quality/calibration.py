@@ -26,10 +26,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.terms import answer_type, coverage, has_answer_type, question_terms, strip_citations
+from selfcrag.endpoints import model_configured
 from selfcrag.errors import CalibrationError
 from selfcrag.quality.constraints import same, tokens
-from selfcrag.quality.opposites import conflicts
+from selfcrag.text.opposites import conflicts
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, question_terms, strip_citations
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -302,7 +303,6 @@ def for_settings(settings: Context) -> Calibrator:
     """The run's calibrator: the file the `calibration` setting names, else the shipped one for its backend."""
     if settings.calibration:
         return load(settings.calibration)
-    from selfcrag.components.llm.models import model_configured
 
     backend = settings.backend if settings.backend != "auto" else ("model" if model_configured() else "offline")
     return load(shipped(backend))

@@ -20,8 +20,8 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from importlib import resources
 
-from selfcrag.components.terms import strip_citations, terms_of
-from selfcrag.components.text import STOPWORDS, normalise, numbers, split_sentences, term, words
+from selfcrag.text.terms import strip_citations, terms_of
+from selfcrag.text.text import STOPWORDS, normalise, numbers, split_sentences, term, words
 
 SAME_TOPIC = 0.5  # share of the shorter sentence's content words the two must share to be about one thing
 TOLERANCE = 1e-6  # relative: 2 weeks and 14 days are one duration, whatever the float rounding

@@ -40,8 +40,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-from selfcrag.components.text import QUESTION_WORDS, STOPWORDS, numbers, term
 from selfcrag.language import CJK
+from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, numbers, term
 
 Kind = Literal["name", "number", "modifier"]
 _Sort = Literal["name", "number", "word"]

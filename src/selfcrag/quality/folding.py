@@ -6,7 +6,7 @@ capitals, traditional characters for simplified ones, digits for letters ("1gn0r
 ("I g n o r e"). `views` gives the sentence as it reads: one string in lower case with all of these folded, and
 (only when it has words mixing letters and digits) the same with the digits read as letters, once with 1 as i
 and once as l. The views are for judging only; what is stored and answered is cleaned by
-`components/sanitize.clean_document`, which folds look-alikes only where that is safe.
+`text/sanitize.clean_document`, which folds look-alikes only where that is safe.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import unicodedata
 from functools import cache
 from importlib import resources
 
-from selfcrag.components.sanitize import confusables, strip_invisible
+from selfcrag.text.sanitize import confusables, strip_invisible
 
 # Digits and signs written for letters, when they sit inside a word with letters ("pr3v10us", "s@y").
 _LEET = {"0": "o", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s"}

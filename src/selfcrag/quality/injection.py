@@ -20,11 +20,11 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import TypedDict
 
-from selfcrag.components.base import Passage
-from selfcrag.components.sanitize import clean_document, confusables, strip_invisible
-from selfcrag.components.text import normalise, split_sentences
+from selfcrag.contract import Passage
 from selfcrag.quality.addressed import addressed
 from selfcrag.quality.folding import views
+from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
+from selfcrag.text.text import normalise, split_sentences
 
 _DOT_GLUE = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
 

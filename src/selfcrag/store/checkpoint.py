@@ -9,8 +9,8 @@ import time
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from selfcrag.errors import StoreError
+from selfcrag.home import describe, sqlite_path
 from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, database
-from selfcrag.store.home import describe, sqlite_path
 
 
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from selfcrag.errors import StoreError
-from selfcrag.store.home import database_url, describe, is_postgres, sqlite_path
+from selfcrag.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
 POOL_SIZE = 8

@@ -1,5 +1,6 @@
 """The review queue: answers paused for a person (LangGraph interrupt in `human_review`), listed from the store and
-decided by resuming their thread, whose final state then holds the reviewed answer.
+decided by resuming their thread (`selfcrag.threads.resolve_review`, changed: out of here, because resuming runs
+the graph, which sits above the store), whose final state then holds the reviewed answer.
 
 A review's id is its thread's id (a thread holds at most one paused run). Deciding claims the review first: it
 takes the thread's lease (leases.py: a holder and an expiry, renewed while it works), so two reviewers — or a
@@ -16,7 +17,6 @@ import time
 from typing import Any
 
 from selfcrag.errors import ReviewError, StoreError
-from selfcrag.store import leases
 from selfcrag.store.db import database
 
 ACTIONS = ("approve", "edit", "reject")
@@ -54,34 +54,7 @@ def get(review_id: str) -> dict[str, Any]:
     return _shaped(rows[0])
 
 
-def resolve(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
-    """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
-    the thread's final output (the reviewed answer)."""
-    from langgraph.types import Command
-
-    from selfcrag.store.threads import config, finish, paused, persistent
-
-    if action not in ACTIONS:
-        raise ReviewError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
-    if action == "edit" and not answer.strip():
-        raise ReviewError("edit needs the reviewed answer: --answer TEXT")
-    get(review_id)  # raises for an unknown id
-    graph = persistent(graph)
-    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
-        status = get(review_id)["status"]
-        if status not in OPEN:
-            raise ReviewError(f"review {review_id} is {status}, not pending")
-        if not paused(graph, review_id):
-            _set(review_id, "stale", note="the thread is no longer paused")
-            raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
-        reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
-        reply |= {"note": note} if note else {}
-        result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
-        _set(review_id, DONE[action], answer=result.get("answer", ""), note=note)
-    return result
-
-
-def _set(review_id: str, status: str, answer: str = "", note: str = "") -> None:
+def set_status(review_id: str, status: str, answer: str = "", note: str = "") -> None:
     try:
         database().execute("UPDATE selfcrag_reviews SET status = ?, resolved_at = ?, answer = ?, note = ? "
                            "WHERE thread_id = ?", (status, time.time(), answer, note, review_id))  # fmt: skip

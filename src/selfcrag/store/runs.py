@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from selfcrag.store.db import database
+
 MONITOR = logging.getLogger("selfcrag.monitor")
 # Silent until the application configures logging (a library must not print on its own); faults on
 # `selfcrag.store` are not silenced, so a run that could not be recorded says so on stderr.
@@ -96,8 +98,6 @@ def _thread_id() -> str:
 
 
 def _store(row: dict[str, Any]) -> None:
-    from selfcrag.store.db import database
-
     columns = ("run_key", "created_at", "finished_at", "thread_id", "question", "decision", "passed", "below",
                "confidence", "context_relevance", "groundedness", "answer_relevance", "latency_ms", "llm_calls",
                "tokens", "domain")
@@ -105,8 +105,6 @@ def _store(row: dict[str, Any]) -> None:
 
 
 def _reviewed(row: dict[str, Any], action: str) -> None:
-    from selfcrag.store.db import database
-
     changed = database().execute(REVIEWED, (row["decision"], action, row["finished_at"], row["run_key"]))
     if not changed:  # finalize could not record it (a fault then): record it now, without a latency
         _store(row | {"latency_ms": None})
@@ -115,14 +113,10 @@ def _reviewed(row: dict[str, Any], action: str) -> None:
 
 def recent(since: float, until: float | None = None) -> list[dict[str, Any]]:
     """Records of runs started at or after `since` (epoch seconds), oldest first."""
-    from selfcrag.store.db import database
-
     return database().query("SELECT * FROM selfcrag_runs WHERE created_at >= ? AND created_at <= ? ORDER BY created_at",
                             (since, until if until is not None else time.time() + 1))
 
 
 def prune(before: float) -> int:
     """Delete the records of runs started before `before`; returns how many."""
-    from selfcrag.store.db import database
-
     return database().execute("DELETE FROM selfcrag_runs WHERE created_at < ?", (before,))

@@ -1,0 +1,402 @@
+"""The knowledge base in PostgreSQL + pgvector: what every replica of a deployment reads, and any host ingests into.
+
+The same chunks, the same fusion, gate and deduplication as the directory index (retrieval.py), but the engine
+does the searching, so nothing is loaded into the process and a query costs the engine's index lookups:
+- vectors in a pgvector column with an HNSW index (inner product over unit vectors = cosine); below the operator's
+  `exact_search_below` chunks the search is exact (a sequential scan, as a flat FAISS index would be);
+- keywords as postings (term, chunk, tf, chunk length) with per-term document frequencies and corpus totals, so
+  Okapi BM25 (the same k1, b, Lucene idf and length normalisation as bm25.py) is one SQL aggregate over the
+  postings of the query's terms (PostgreSQL's own ts_rank_cd has no idf: it found the target chunk for 7 of 200
+  keyword queries where BM25 found 69);
+- the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
+
+One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest
+(pg_ingest.py) writes a batch of documents per transaction. The schema is created and migrated under an advisory
+lock and its version recorded. Connections come from one bounded pool per URL and process.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from selfcrag.contract import Embedder, Passage
+from selfcrag.errors import IngestError
+from selfcrag.home import describe
+from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge.documents import Chunk
+from selfcrag.knowledge.embeddings import (
+    query_vector,  # the graders read it from the same cache
+    reads,
+)
+from selfcrag.knowledge.retrieval import (
+    CANDIDATES_PER_K,
+    embedder_label,
+    fused_scores,
+    keyword_scored,
+    top_passages,
+)
+from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
+from selfcrag.knowledge.vector_store import embedder_name
+from selfcrag.knowledge.vector_store import key as text_key
+from selfcrag.text.text import TOKENIZER, keyword_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.retrievers import BaseRetriever
+
+    from selfcrag.context import Context
+
+SCHEMA_VERSION = 1
+SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
+POOL_SIZE = 8  # connections per process and URL
+CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
+PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
+# hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
+# (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
+PG_SEARCH_DEPTH = 256
+K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
+
+
+# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
+# bulk load killed before it was rebuilt).
+HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
+    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
+
+
+def schema(dim: int) -> list[str]:
+    """Version 1 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
+    return [
+        "CREATE EXTENSION IF NOT EXISTS vector",
+        "CREATE TABLE IF NOT EXISTS selfcrag_kb_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS selfcrag_kb_documents (doc_id TEXT PRIMARY KEY, hash TEXT NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_chunks (
+            row BIGSERIAL PRIMARY KEY,
+            doc_id TEXT NOT NULL REFERENCES selfcrag_kb_documents ON DELETE CASCADE,
+            chunk_index INTEGER NOT NULL, title TEXT NOT NULL, source TEXT NOT NULL, text TEXT NOT NULL,
+            search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
+            UNIQUE (doc_id, chunk_index))""",
+        "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
+        HNSW_INDEX,
+        # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
+        """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
+            term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
+            tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
+        "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
+        "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
+            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL)""",
+        "INSERT INTO selfcrag_kb_stats (chunks, tokens) VALUES (0, 0) ON CONFLICT DO NOTHING",
+        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_text_vectors (
+            key BYTEA PRIMARY KEY, doc_id TEXT NOT NULL, embedding vector({dim}) NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS selfcrag_kb_text_vectors_doc ON selfcrag_kb_text_vectors (doc_id)",
+    ]
+
+
+# Statements that take a knowledge base of version N (the index) to N + 1; none yet.
+MIGRATIONS: list[list[str]] = []
+
+# Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
+_WEIGHTS = f"""
+    WITH s AS (SELECT chunks::float8 AS n, GREATEST(tokens::float8 / GREATEST(chunks, 1), 1e-9) AS avgdl
+               FROM selfcrag_kb_stats),
+         q AS (SELECT t.term, ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+               FROM selfcrag_kb_terms t, s WHERE t.term = ANY(%(terms)s))
+    SELECT p.chunk, p.term, q.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.length / s.avgdl)) AS w
+    FROM q JOIN selfcrag_kb_postings p ON p.term = q.term CROSS JOIN s"""
+_KEYWORD_TOP = (f"SELECT chunk, sum(w) AS score FROM ({_WEIGHTS}) x "
+                "GROUP BY chunk ORDER BY score DESC, chunk LIMIT %(n)s")
+_CANDIDATE_WEIGHTS = f"{_WEIGHTS} WHERE p.chunk = ANY(%(rows)s)"
+# `keyword_top`: a term in more than 1/COMMON_SHARE of the chunks is common (a long posting list, a low idf).
+COMMON_SHARE = 20
+BOUND_MARGIN = 1e-9  # float sums in another order differ in the last bits: a bound must clear them
+# `+ 0` keeps the planner off the HNSW index: an exact top-n over every vector.
+_VECTOR_EXACT = "SELECT row FROM selfcrag_kb_chunks ORDER BY (embedding <#> %(q)s) + 0, row LIMIT %(n)s"
+_VECTOR_HNSW = "SELECT row FROM selfcrag_kb_chunks ORDER BY embedding <#> %(q)s LIMIT %(n)s"
+
+
+def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
+    """The `n` best (chunk row, BM25 score) for the query's `terms`, best first, ties by row: `_KEYWORD_TOP`'s
+    answer, without reading the long posting lists of the query's common words when it need not (MaxScore's idea,
+    as bm25.py's `top`). The chunks holding a rare term are scored exactly (every term, looked up for those chunks
+    only); a chunk holding none of them scores at most what the common terms can add (idf * (k1 + 1) each), so when
+    the n-th best exact score beats that bound, no other chunk can enter the top n. Otherwise: every posting."""
+    size, _ = conn.execute("SELECT chunks, tokens FROM selfcrag_kb_stats").fetchone()
+    dfs = dict(conn.execute("SELECT term, df FROM selfcrag_kb_terms WHERE term = ANY(%s)", (terms,)).fetchall())
+    common = [t for t in terms if dfs.get(t, 0) * COMMON_SHARE > size]
+    rare = [t for t in terms if t in dfs and t not in common]
+    if common and rare and sum(dfs[t] for t in rare) < sum(dfs[t] for t in common):
+        bound = sum(math.log(1 + (size - dfs[t] + 0.5) / (dfs[t] + 0.5)) * (K1 + 1) for t in common)
+        rows = [r for (r,) in conn.execute("SELECT DISTINCT chunk FROM selfcrag_kb_postings WHERE term = ANY(%s)",
+                                           (rare,))]
+        weights: dict[int, dict[str, float]] = {row: {} for row in rows}
+        for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": rows}):
+            weights[int(row)][term] = float(weight)
+        scored = sorted(((sum(w.get(t, 0.0) for t in terms), row) for row, w in weights.items()),
+                        key=lambda item: (-item[0], item[1]))[:n]
+        if len(scored) == n and scored[-1][0] > bound * (1 + BOUND_MARGIN) + BOUND_MARGIN:
+            return [(row, score) for score, row in scored]
+    return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
+
+
+def unreachable(url: str, exc: BaseException) -> IngestError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return IngestError(f"the knowledge base at {describe(url)} cannot be used: {first}")
+
+
+def _needs_extra() -> IngestError:
+    return IngestError("a PostgreSQL knowledge base needs the postgres extra: pip install 'selfcrag[postgres]'")
+
+
+def connect(url: str) -> Any:
+    """One connection outside the pool (schema creation, ingest), with pgvector's types when the extension is in."""
+    try:
+        import pgvector.psycopg  # noqa: F401 - every caller then registers its types
+        import psycopg
+    except ImportError:
+        raise _needs_extra() from None
+    try:
+        return psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
+    except psycopg.Error as exc:
+        raise unreachable(url, exc) from None
+
+
+def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
+    """Create (or migrate) the tables under an advisory lock, recording version, embedder, tokenizer and dimension;
+    a knowledge base built with other embeddings, another tokenizer or by a newer selfcrag is refused."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        exists = conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]
+        if not exists:
+            for statement in schema(dim):
+                conn.execute(statement)
+            wanted = {"version": str(SCHEMA_VERSION), "embedder": embedder_label(embedder), "tokenizer": TOKENIZER,
+                      "dim": str(dim)}
+            conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
+        meta = check_meta(conn, url, embedder)
+        conn.execute(HNSW_INDEX)
+        for version in range(int(meta["version"]), SCHEMA_VERSION):
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(version + 1),))
+    if int(meta["dim"]) != dim:
+        raise IngestError(f"the knowledge base at {describe(url)} holds {meta['dim']}-dimensional vectors but the "
+                          f"embeddings give {dim}-dimensional ones; use the embeddings that built it")
+
+
+def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
+    meta = {name: value for name, value in conn.execute("SELECT name, value FROM selfcrag_kb_meta").fetchall()}
+    where = describe(url)
+    if int(meta["version"]) > SCHEMA_VERSION:
+        raise IngestError(f"the knowledge base at {where} has schema version {meta['version']}; this selfcrag reads "
+                          f"up to {SCHEMA_VERSION}: upgrade selfcrag")
+    for what, built, current in (("embedder", meta["embedder"], embedder_label(embedder)),
+                                 ("keyword tokenizer", meta["tokenizer"], TOKENIZER)):
+        if built != current:
+            raise IngestError(f"the knowledge base at {where} was built with {what} {built!r} but the current "
+                              f"{what} is {current!r}; use the one that built it, or another database")
+    return meta
+
+
+_pools: dict[str, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def pool(url: str) -> Any:
+    """The process's bounded pool for `url` (PgIndex.snapshot replaces connections the server dropped, so the run
+    after an outage works)."""
+    try:
+        from pgvector.psycopg import register_vector
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise _needs_extra() from None
+    with _pools_lock:
+        if url not in _pools:
+            _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
+                                         kwargs={"autocommit": True, "connect_timeout": CONNECT_SECONDS},
+                                         configure=register_vector)
+        return _pools[url]
+
+
+def close_pools() -> None:
+    with _pools_lock:
+        for opened in _pools.values():
+            opened.close()
+        _pools.clear()
+
+
+class PgIndex:
+    """A knowledge base in PostgreSQL. Implements `Retriever`, and offers what the directory index offers the
+    graders (`text_vectors`) and an append (`stored_vectors`)."""
+
+    def __init__(self, url: str, embedder: Embedder) -> None:
+        self.url = url
+        self.embedder = embedder
+        self.text_vectors = StoredTextVectors(self)
+
+    @classmethod
+    def open(cls, url: str, embedder: Embedder) -> PgIndex:
+        """The knowledge base at `url`, checked (one-line IngestError when there is none or it does not fit)."""
+        conn = connect(url)
+        try:
+            if not conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]:
+                raise IngestError(f"no knowledge base at {describe(url)}; build one with "
+                                  f"`selfcrag ingest PATH --index {describe(url)}`")
+            check_meta(conn, url, embedder)
+        except IngestError:
+            raise
+        except Exception as exc:
+            raise unreachable(url, exc) from None
+        finally:
+            conn.close()
+        return cls(url, embedder)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """A connection in one read-only REPEATABLE READ transaction: every statement sees the same documents."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        opened = pool(self.url)
+        try:
+            for attempt in range(2):
+                with opened.connection() as conn:
+                    try:
+                        conn.execute("SELECT 1")
+                    except psycopg.OperationalError:
+                        if attempt:
+                            raise
+                        # The server dropped the pool's connections (a restart, a failover): replace them all at
+                        # once, rather than meeting them one run at a time.
+                        opened.check()
+                        continue
+                    with conn.transaction():
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        yield conn
+                    return
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise unreachable(self.url, exc) from None
+
+    def __len__(self) -> int:
+        with self.snapshot() as conn:
+            return int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
+
+    @property
+    def documents(self) -> int:
+        with self.snapshot() as conn:
+            return int(conn.execute("SELECT count(*) FROM selfcrag_kb_documents").fetchone()[0])
+
+    def retrieve(self, query: str, settings: Context) -> list[Passage]:
+        if not query or not query.strip():
+            return []
+        tokens = keyword_tokens(query)
+        terms = list(dict.fromkeys(tokens))
+        qvec = None
+        if reads(self.embedder, query):
+            qvec = np.array(query_vector(self.embedder, query), dtype=np.float32)
+            qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
+        with self.snapshot() as conn:
+            size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
+            depth = min(size, CANDIDATES_PER_K * settings.k)
+            if depth == 0:
+                return []
+            ranked = keyword_top(conn, terms, depth) if terms else []
+            found: list[int] = []
+            if qvec is not None:
+                exact = settings.vector_index == "flat" or (
+                    settings.vector_index == "auto" and size < settings.exact_search_below)
+                if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+                found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
+                                                         {"q": qvec, "n": depth}).fetchall()]
+                conn.execute("SET LOCAL enable_seqscan = on")
+            lexical = {row for row, _ in ranked}
+            candidates = sorted(set(found) | lexical)
+            chunks, cosines = self._candidates(conn, candidates, qvec)
+            weights: dict[int, dict[str, float]] = {row: {} for row in candidates}
+            if terms and candidates:
+                for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": candidates}):
+                    weights[int(row)][term] = float(weight)
+
+        def holds(term: str, row: int) -> bool:
+            return term in weights[row]
+
+        if qvec is None:
+            return top_passages(keyword_scored(tokens, dict(ranked), lexical, holds, settings), chunks.__getitem__,
+                                settings)
+        # Each row's weights summed in query-term order from 0.0, as bm25.py sums them.
+        keyword = [sum(weights[row].get(t, 0.0) for t in terms) for row in candidates]
+        scored = fused_scores(candidates, [cosines[row] for row in candidates], keyword, set(found), lexical,
+                              tokens, holds, settings)
+        ranks = {"vector_rank": {row: i for i, row in enumerate(found)},
+                 "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
+        return top_passages(scored, chunks.__getitem__, settings, ranks)
+
+    @staticmethod
+    def _candidates(conn: Any, rows: list[int], qvec: np.ndarray | None) -> tuple[dict[int, Chunk],
+                                                                                    dict[int, float]]:
+        """The candidates' chunks and their exact cosine with the query (the gate needs it for all of them)."""
+        cosine = "-(embedding <#> %(q)s)" if qvec is not None else "0.0"
+        chunks: dict[int, Chunk] = {}
+        cosines: dict[int, float] = {}
+        for row, doc_id, index, title, source, text, value in conn.execute(
+                f"SELECT row, doc_id, chunk_index, title, source, text, {cosine} FROM selfcrag_kb_chunks "
+                "WHERE row = ANY(%(rows)s)", {"rows": rows, "q": qvec}):
+            chunks[row] = Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text)
+            cosines[row] = float(value)
+        return chunks, cosines
+
+    def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Vectors the knowledge base holds for some of `texts`: stored text vectors, else chunk search vectors
+        (what an append reuses, as HybridIndex.stored_vectors)."""
+        keys = {text_key(t): t for t in texts}
+        found: dict[str, np.ndarray] = {}
+        with self.snapshot() as conn:
+            for table, column in (("selfcrag_kb_text_vectors", "key"), ("selfcrag_kb_chunks", "search_key")):
+                wanted = [k for k, t in keys.items() if t not in found]
+                for hashed, vector in conn.execute(f"SELECT {column}, embedding FROM {table} "
+                                                   f"WHERE {column} = ANY(%s)", (wanted,)):
+                    found.setdefault(keys[bytes(hashed)], np.asarray(vector.to_numpy(), dtype=np.float32))
+        return found
+
+    def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
+        """This knowledge base as a LangChain `BaseRetriever` of `k` Documents, as HybridIndex.as_retriever."""
+        # Lazily, for start-up time: langchain_core loads only when a LangChain caller asks for a retriever.
+        from selfcrag.knowledge.langchain_retriever import IndexRetriever
+
+        return IndexRetriever.of(self, k, settings)  # type: ignore[arg-type]
+
+
+class StoredTextVectors:
+    """The graders' stored vectors of a PostgreSQL knowledge base: `lookup` as vector_store.TextVectors'."""
+
+    def __init__(self, index: PgIndex) -> None:
+        self.index = index
+        self.embedder = embedder_label(index.embedder)
+
+    def lookup(self, embedder: Embedder, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        if embedder_name(embedder) != self.embedder:
+            return {}
+        keys = {text_key(t): t for t in dict.fromkeys(texts)}
+        if not keys:
+            return {}
+        with self.index.snapshot() as conn:
+            rows = conn.execute("SELECT key, embedding FROM selfcrag_kb_text_vectors WHERE key = ANY(%s)",
+                                (list(keys),)).fetchall()
+        return {keys[bytes(hashed)]: np.asarray(vector.to_numpy(), dtype=np.float32) for hashed, vector in rows}
+
+
+_opened: dict[tuple[str, str], PgIndex] = {}
+
+
+def open_pg(url: str, embedder: Embedder) -> PgIndex:
+    """The knowledge base at `url` for `embedder`, checked once per process: it holds no data, so documents another
+    process ingests later are searched at once."""
+    label = (url, embedder_label(embedder))
+    if label not in _opened:
+        _opened[label] = PgIndex.open(url, embedder)
+    return _opened[label]

@@ -1,0 +1,64 @@
+"""Self-RAG's usefulness check on a model: a score, a reason, and what the answer leaves out (which feeds the
+query rewrite). It fails open: an answer it cannot grade is judged on groundedness and confidence alone."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from selfcrag.contract import AnswerGrade
+from selfcrag.language import language_of
+from selfcrag.llm.structured import Score, ask
+from selfcrag.offline.offline_grading import constraint_violations
+from selfcrag.prompts import grading as prompts
+from selfcrag.prompts import messages
+from selfcrag.text.terms import coverage, question_terms, strip_citations
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
+
+_NOTHING = {"", "none", "nothing", "n/a", "na", "-", "nothing is missing", "null"}
+
+
+class AnswerVerdict(BaseModel):
+    """How well the answer addresses the question, and what it leaves out."""
+
+    score: Score
+    missing: str = ""
+    reason: str = ""
+
+
+class LLMAnswerGrader:
+    def __init__(self, models: ChatModels) -> None:
+        self.models = models
+
+    def grade(self, question: str, answer: str, settings: Context) -> AnswerGrade:
+        text = strip_citations(answer)
+        if not text:
+            return AnswerGrade(score=0.0, useful=False, missing="no answer", reason="empty answer")
+        # The offline constraint check runs on the model's answer too, as a rule finding: both backends share it,
+        # and it holds when the model misses the swap or fails.
+        swapped = constraint_violations(question, text)
+        signals: dict[str, Any] = {"violations": len(swapped),
+                                   "term_coverage": round(coverage(question_terms(question), text)[0], 4)}
+        reply = ask(self.models, self.models.grader(settings), AnswerVerdict,
+                    prompts.answer_grade(question, answer), settings, "answer_grade")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
+        found = "".join(f"; rule: {v.describe()}" for v in swapped)
+        language = language_of(question)
+        rule_missing = [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
+        if reply.value is None:
+            useful = not swapped  # fails open, except on what the rule found
+            return AnswerGrade(score=settings.thresholds().answer_relevance * (1.0 if useful else 0.5), useful=useful,
+                               error=reply.error, missing=messages.separate(rule_missing, language),
+                               reason=f"answer grader failed: {reply.error}; taken as useful (fails open){found}",
+                               **usage, **signals)
+        verdict = reply.value
+        missing = "" if verdict.missing.strip().lower().rstrip(".") in _NOTHING else verdict.missing.strip()
+        useful = verdict.score >= settings.thresholds().answer_relevance and not swapped
+        score = verdict.score * (0.5 if swapped else 1.0)
+        return AnswerGrade(score=round(score, 4), useful=useful,
+                           missing=messages.separate([*rule_missing, *([missing] if missing else [])], language),
+                           reason=verdict.reason + found, **usage, **signals)

@@ -1,0 +1,106 @@
+"""Self-RAG's hallucination check on a model, statement by statement (grounded / inferred / unsupported),
+merged with the offline rule checks (numbers, names, identifiers, absolute words absent from the evidence),
+which catch the small edits a model reader may wave through. It fails closed: an answer it cannot check is
+not grounded.
+
+The model sees the evidence one document per block, labelled as the generator labelled it, and is told that a
+statement citing [doc_2] must be supported by doc_2. The rule checks hold a cited sentence to the documents it
+cites too, so a model that waves "365 days [doc_1]" through, because another document says 365, is still
+overruled. A sentence that addresses the assistant (copied instructions) makes the answer not grounded."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator
+
+from selfcrag.contract import GroundednessCheck, Strip
+from selfcrag.llm.structured import ask, normalised
+from selfcrag.offline.groundedness import (
+    FLAG_PENALTY,
+    citation_scope,
+    cited_sentences,
+    instruction_claim,
+    instruction_flag,
+)
+from selfcrag.prompts import grading as prompts
+from selfcrag.quality.injection import is_instruction
+from selfcrag.text.rules import rule_flags
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
+
+Verdict = Literal["grounded", "inferred", "unsupported"]
+_SYNONYMS = {"supported": "grounded", "fully supported": "grounded", "yes": "grounded", "partially supported":
+             "inferred", "partial": "inferred", "not supported": "unsupported", "no": "unsupported",
+             "contradicted": "unsupported", "hallucinated": "unsupported"}  # fmt: skip
+INFERRED_WEIGHT = 0.5  # a statement the evidence implies but does not state counts half
+
+
+class StatementVerdict(BaseModel):
+    text: str
+    verdict: Annotated[Verdict, BeforeValidator(normalised(_SYNONYMS))]
+    reason: str = ""
+
+
+class StatementCheck(BaseModel):
+    """Every factual statement of the answer, with its verdict against the evidence."""
+
+    statements: list[StatementVerdict]
+
+
+class LLMGroundednessChecker:
+    def __init__(self, models: ChatModels) -> None:
+        self.models = models
+
+    def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
+        flags, flagged, instructed, sentences = rule_checks(answer, strips)
+        reply = ask(self.models, self.models.grader(settings), StatementCheck,
+                    prompts.groundedness(answer, strips), settings, "groundedness")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
+        statements = reply.value.statements if reply.value else []
+        if not statements:  # fails closed: an answer nobody could check is not shown as grounded
+            error = reply.error or "the checker returned no statements"
+            return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
+                                     flags=[*flags, f"groundedness check failed: {error}; not grounded (fails closed)"],
+                                     error=error, **usage)
+        verdicts = [s.verdict for s in statements]
+        supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
+        # A sentence the rules reject is unsupported whatever the model said of it: the share of the model's
+        # verdicts cannot exceed the share of sentences that passed the rules.
+        share = min(supported / len(statements), 1 - len(flagged) / max(1, sentences))
+        score = min(1.0, max(0.0, share - FLAG_PENALTY * len(flags)))
+        said = [instruction_claim(s.text) if is_instruction(s.text) else s.text for s in statements
+                if s.verdict == "unsupported"]  # fmt: skip
+        unsupported = list(dict.fromkeys(said + flagged))
+        grounded = score >= settings.thresholds().groundedness and not instructed
+        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
+                                 **usage)
+
+
+def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int]:
+    """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count).
+    A sentence citing documents is checked against their text only; an uncited one against all the evidence."""
+    evidence = "\n".join(s["text"] for s in strips)
+    flags: list[str] = []
+    flagged: list[str] = []
+    instructed = False
+    cited = cited_sentences(answer)
+    for sentence, refs in cited:
+        if is_instruction(sentence):
+            instructed = True
+            flags.append(instruction_flag(sentence))
+            flagged.append(instruction_claim(sentence))
+            continue
+        docs, unknown = citation_scope(refs, strips)
+        if unknown:
+            flags.append(f"cites {', '.join(unknown)}, which the evidence does not have")
+            flagged.append(sentence)
+            continue
+        scope = "\n".join(s["text"] for s in strips if s["doc_id"] in docs) if docs else evidence
+        found = rule_flags(sentence, scope)
+        flags.extend(f for f in found if f not in flags)
+        if found:
+            flagged.append(sentence)
+    return flags, flagged, instructed, len(cited)

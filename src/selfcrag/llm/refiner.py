@@ -1,0 +1,103 @@
+"""Knowledge refinement on the model backend (decompose-then-recompose): passages are cut into strips of a few
+sentences, each strip is scored against the question, and the best are kept within `max_strips` and
+`strip_token_budget`. Strips keep their passage ids, so citations still point at the source documents.
+
+`refine_with="scores"` (default) scores strips without a model or an embedding: the passage's retrieval score
+(semantic and keyword, fused) plus the strip's coverage of the question's terms. The offline refiner embeds
+every sentence instead, which on a 2-core machine costs more time than a model round trip (~25 ms a sentence,
+60-80 sentences per question); here the model grader has already judged every passage, so ranking strips
+within them needs less. `"llm"` asks the grader model which strips help, in one call; if that call fails, the
+local scores decide (fails open).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from selfcrag.contract import Passage, Refinement, Strip
+from selfcrag.llm.structured import Score, ask
+from selfcrag.offline.refine import MIN_STRIP_SCORE, RELATIVE_FLOOR, STRIP_SIM_WEIGHT
+from selfcrag.prompts import grading as prompts
+from selfcrag.text.terms import coverage, question_terms
+from selfcrag.text.text import approx_tokens, split_sentences
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
+
+
+class StripPick(BaseModel):
+    id: str
+    score: Score = 1.0
+
+
+class StripChoice(BaseModel):
+    """The strips that help answer the question, best first."""
+
+    keep: list[StripPick]
+
+
+def strips_of(passages: list[Passage], size: int) -> list[Strip]:
+    """Each passage cut into strips of `size` sentences (scored later)."""
+    strips = []
+    for p in passages:
+        sentences = split_sentences(p["text"]) or [p["text"]]
+        for i in range(0, len(sentences), max(1, size)):
+            strips.append(Strip(id=p["id"], doc_id=p["doc_id"], title=p["title"], source=p["source"],
+                                text=" ".join(sentences[i : i + size]), score=p["score"]))  # fmt: skip
+    return strips
+
+
+def select(scored: list[Strip], settings: Context, floor: float = 0.0) -> list[Strip]:
+    """The best strips, best first, within `max_strips` and the token budget; none below `floor` except the best."""
+    kept: list[Strip] = []
+    used = 0
+    for strip in sorted(scored, key=lambda s: -s["score"]):  # stable: ties keep document order
+        size = approx_tokens(strip["text"])
+        if len(kept) >= settings.max_strips or (kept and strip["score"] < floor):
+            break
+        if used + size <= settings.strip_token_budget:
+            kept.append(strip)
+            used += size
+    return kept
+
+
+class LLMRefiner:
+    def __init__(self, models: ChatModels) -> None:
+        self.models = models
+
+    def refine(self, question: str, passages: list[Passage], settings: Context) -> Refinement:
+        candidates = strips_of(passages, settings.strip_sentences)
+        if not candidates:
+            return Refinement(strips=[])
+        if settings.refine_with == "scores":
+            return Refinement(strips=self.by_scores(question, candidates, settings))
+        reply = ask(self.models, self.models.grader(settings), StripChoice, prompts.refine(question, candidates),
+                    settings, "refine")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.REFINE}
+        if reply.value is None:
+            return Refinement(strips=self.by_scores(question, candidates, settings), **usage,
+                              error=f"{reply.error}; kept the strips with the best local scores (fails open)")
+        picked: dict[int, Strip] = {}
+        for pick in reply.value.keep:
+            index = pick.id.strip().lower().lstrip("s#[").rstrip("]")
+            if index.isdigit() and 1 <= int(index) <= len(candidates):  # ids the prompt showed, first pick wins
+                picked.setdefault(int(index), Strip(**{**candidates[int(index) - 1], "score": round(pick.score, 4)}))
+        return Refinement(strips=select(list(picked.values()), settings), **usage)
+
+    def by_scores(self, question: str, candidates: list[Strip], settings: Context) -> list[Strip]:
+        """The passage's retrieval score (in the place of the offline refiner's similarity) plus the strip's
+        question-term coverage."""
+        terms = question_terms(question)
+        scored, on_topic = [], []
+        for strip in candidates:  # a candidate's score is still its passage's retrieval score
+            covered, _ = coverage(terms, strip["text"])
+            score = STRIP_SIM_WEIGHT * strip["score"] + (1 - STRIP_SIM_WEIGHT) * covered
+            scored.append(Strip(**{**strip, "score": round(score, 4)}))
+            if covered > 0:
+                on_topic.append(scored[-1])
+        scored = on_topic or scored  # a strip with none of the question's terms is noise, unless all are so
+        best = max(s["score"] for s in scored)
+        return select(scored, settings, floor=max(MIN_STRIP_SCORE, RELATIVE_FLOOR * best))

@@ -1,0 +1,2 @@
+"""The deterministic reasoner: graders, refiner, generator, rewriter and contextualizer with no model, each
+implementing a Protocol of `selfcrag.contract`."""

@@ -1,0 +1,96 @@
+"""Rule checks for the hallucinations embeddings miss: a changed number, an invented name, an absolute claim.
+
+Embedding similarity barely moves when "30 days" becomes "45 days" or "support" becomes "Dr. Smith's team",
+so these cheap exact checks run beside it, in English and Chinese alike ("三十天" is 30 days, "总是" is "always").
+Each finding is a short human string.
+"""
+
+from __future__ import annotations
+
+import re
+
+from selfcrag.text.text import STOPWORDS, numbers, split_sentences, words
+
+_CITATION = re.compile(r"\[(?:doc|web)_\d+\]")
+# A capitalised word or phrase ("Richard Nixon", "Account Settings", "McDonald's").
+_NAME = re.compile(r"\b[A-Z][\w'&-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'&-]*)*")
+# Tokens as text.words() sees them, case kept: identifiers such as user_123 or v2.3 stay whole.
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*")
+ABSOLUTE_WORDS = frozenset({
+    "always", "never", "all", "every", "everyone", "everything", "none", "nobody", "nothing", "guaranteed",
+    "guarantee", "guarantees", "only", "completely", "entirely", "totally", "forever", "unlimited", "certainly",
+    "definitely", "impossible", "instantly", "anytime", "absolutely",
+})
+# Chinese absolutes are matched in the text itself: a word may be cut into character pairs either way.
+ABSOLUTE_WORDS_ZH = (
+    "总是", "从不", "从来", "永远", "所有", "全部", "一切", "任何", "必须", "一定", "肯定", "绝对", "保证", "完全",
+    "始终", "无限", "随时", "立即", "立刻", "百分之百",
+)
+# A lone 一 is as often "a"/"once" as a count (一次, 一下): like "one", only digits count for 1.
+LONE_ONE = re.compile("(?<![零〇一二两三四五六七八九十百千万亿])一(?![零〇一二两三四五六七八九十百千万亿])")
+_CONNECTORS = frozenset({"of", "the", "and", "de", "for", "in", "on", "at", "&"})
+
+
+def is_identifier(token: str) -> bool:
+    """E1042, user_123, v2.3: a letter first and a digit inside, or words joined by underscores."""
+    return "_" in token or (token[0].isalpha() and any(c.isdigit() for c in token))
+
+
+def names(sentence: str) -> list[str]:
+    """Capitalised words/phrases, except a sentence's ordinary first word ("Returns are ..." is no name).
+    A bare name as the whole answer ("Mumbai", "President Richard Nixon") keeps its first word."""
+    tokens = _TOKEN.findall(sentence)
+    bare = len(tokens) <= 6 and all(t[0].isupper() or t.isdigit() or t.lower() in _CONNECTORS for t in tokens)
+    found = []
+    for match in _NAME.finditer(sentence):
+        phrase = match.group(0)
+        if not bare and not sentence[: match.start()].strip(" \"'([*-"):
+            phrase = " ".join(phrase.split()[1:])  # drop the sentence-initial word, keep the rest of the phrase
+        if phrase.lower() in STOPWORDS or phrase.lower() in {"yes", "no"}:
+            continue
+        if phrase and not all(is_identifier(t) for t in _TOKEN.findall(phrase)):
+            found.append(phrase)
+    return found
+
+
+def _plain(text: str) -> str:
+    """Lower-case letters and digits between single spaces, for whole-word phrase lookups."""
+    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+
+
+def rule_flags(answer: str, evidence_text: str) -> list[str]:
+    """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words."""
+    answer = _CITATION.sub(" ", answer)
+    evidence_words = set(words(evidence_text))
+    evidence_plain = _plain(evidence_text)
+    evidence_words |= set(evidence_plain.split())  # "player.Mary" (a lost space) still contains "mary"
+    flags: list[str] = []
+
+    # "one" is as often a pronoun or article ("in one household") as a count: only digits count for 1.
+    answer_numbers = numbers(LONE_ONE.sub(" ", re.sub(r"\bone\b", " ", answer, flags=re.IGNORECASE)))
+    for value in sorted(answer_numbers - numbers(evidence_text)):
+        shown = int(value) if value.is_integer() else value
+        flags.append(f"number {shown} not in the evidence")
+
+    seen: set[str] = set()
+    for sentence in split_sentences(answer):
+        for name in names(sentence):
+            key = name.lower()
+            if key in seen:
+                continue
+            seen.add(key)
+            name_words = words(name)
+            # A phrase passes when it appears as written, or all its words appear (reordered phrasing).
+            if _plain(name) not in evidence_plain and not all(w in evidence_words for w in name_words):
+                flags.append(f"name {name!r} not in the evidence")
+    for token in dict.fromkeys(_TOKEN.findall(answer)):
+        if is_identifier(token) and token.lower() not in evidence_words:
+            flags.append(f"identifier {token} not in the evidence")
+
+    answer_words = words(answer)
+    absolute = [w for w in dict.fromkeys(answer_words) if w in ABSOLUTE_WORDS and w not in evidence_words]
+    absolute += [w for w in ABSOLUTE_WORDS_ZH if w in answer and w not in evidence_text]
+    if "100%" in answer and "100%" not in evidence_text and " 100 percent " not in evidence_plain:
+        absolute.append("100%")
+    flags.extend(f"absolute word {w!r} not in the evidence" for w in absolute)
+    return flags

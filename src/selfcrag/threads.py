@@ -1,0 +1,202 @@
+"""Conversations that persist: a question asked on a thread continues it, from any process, through the store's
+checkpointer. A run that pauses for review is put in the review queue, and its output says so.
+
+A turn on a named thread holds the thread's lease (leases.py), so turns on one thread run one at a time, whichever
+process asks. Before its question runs, a turn settles what the last one left: a turn a crash cut short (pending
+tasks, no review) is resumed as itself, once — its answer recorded as that turn's — and a turn that fails, is
+stopped (Ctrl-C, SIGTERM) or crashes again while resumed is closed with a note as its answer. Either way the new
+question is answered as itself, never as the unfinished one."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.graph import END
+from langgraph.types import Command
+
+from selfcrag.chat import close_run
+from selfcrag.errors import ReviewError
+from selfcrag.errors import ThreadBusyError as ThreadBusyError  # where callers look for it
+from selfcrag.graph import build_graph
+from selfcrag.graph import graph as default_graph
+from selfcrag.language import language_of
+from selfcrag.state import OutputState
+from selfcrag.store import leases, reviews
+from selfcrag.store.checkpoint import checkpointer
+
+OUTPUT = frozenset(OutputState.__annotations__)
+LOG = logging.getLogger("selfcrag.store")
+# The answer a closed turn keeps in the thread, in its question's language; {} is why it did not finish.
+NOT_ANSWERED = {"en": "This question was not answered: its run did not finish ({}). Ask it again for an answer.",
+                "zh": "这个问题没有得到回答：回答它的运行没有完成（{}）。请重新提问。"}  # fmt: skip
+
+
+def new_thread_id() -> str:
+    return uuid.uuid4().hex
+
+
+def persistent(compiled_graph: Any = None, settings: Any = None) -> Any:
+    """A graph whose threads live in the store: `compiled_graph` with the store's checkpointer unless it has its
+    own, else `build_graph(settings=settings)` with it."""
+    if compiled_graph is None and settings is None:
+        compiled_graph = default_graph  # a copy gets the checkpointer
+    if compiled_graph is not None:
+        return compiled_graph if compiled_graph.checkpointer else compiled_graph.copy({"checkpointer": checkpointer()})
+    return build_graph(settings=settings, checkpointer=checkpointer())
+
+
+def config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def paused(graph: Any, thread_id: str) -> list[Any]:
+    """The thread's pending interrupts (empty when it is not waiting for a person)."""
+    return list(graph.get_state(config(thread_id)).interrupts)
+
+
+def check_idle(graph: Any, thread_id: str) -> None:
+    """Refuse a new question on a thread paused for review (it would drop the review), with the way out."""
+    if paused(graph, thread_id):
+        raise ThreadBusyError(f"thread {thread_id} has an answer awaiting review: `selfcrag review show {thread_id}`, "
+                              "then approve, edit or reject it before asking on this thread again")
+
+
+def turn_input(question: str) -> dict[str, Any]:
+    """The question as the thread's next user message: the history keeps both sides, so the generator sees the
+    earlier turns and the consistency check compares with earlier answers."""
+    return {"messages": [HumanMessage(question)]}
+
+
+def finish(graph: Any, thread_id: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The run's output with `thread_id` and `turn` (1 for the thread's first question); a paused run is queued
+    for review and gets `review: {"id", "status": "pending"}`."""
+    output = {k: v for k, v in result.items() if k in OUTPUT}  # a streamed run's last values hold working keys
+    output |= {"thread_id": thread_id, "turn": sum(_is_user(m) for m in output.get("messages") or [])}
+    if interrupts := paused(graph, thread_id):
+        reviews.enqueue(thread_id, interrupts[0].value)
+        output["review"] = {"id": thread_id, "status": "pending"}
+    return output
+
+
+@contextmanager
+def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> Iterator[dict[str, Any]]:
+    """The block runs the thread's next turn: it holds the thread's lease, after settling a turn a crash left
+    unfinished and refusing a thread that awaits review. Yields what to add to the turn's output (`recovered`: the
+    unfinished turn's number, question, answer and whether it was answered or closed). A block that fails or is
+    stopped closes its turn with a note. `new`: a thread id nobody else knows yet, so nothing to wait for."""
+    with nullcontext() if new else leases.held(thread_id):
+        extra = {} if new else recover(graph, thread_id, context)
+        check_idle(graph, thread_id)
+        try:
+            yield extra
+        except BaseException as exc:
+            stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
+            reason = "it was stopped" if stopped else f"it failed: {_first_line(exc)}"
+            _close_quietly(graph, thread_id, reason)
+            raise
+
+
+def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
+    """Settle the thread's last turn when a crash left it unfinished (tasks pending, no review awaited): resume it
+    as itself, once; if that fails, or it was resumed before and crashed again, close it with a note. Returns
+    `{"recovered": {...}}` for the output of the turn that found it, or {} when the last turn had finished."""
+    state = graph.get_state(config(thread_id))
+    if not state.next or state.interrupts:
+        return {}
+    asked, turn_id = _last_question(state.values)
+    number = sum(_is_user(m) for m in state.values.get("messages") or [])
+    if leases.resumed(thread_id) == turn_id:
+        outcome, answer = "closed", close(graph, thread_id, "it stopped again when resumed")
+    else:
+        leases.mark_resumed(thread_id, turn_id)
+        try:
+            result = finish(graph, thread_id, dict(graph.invoke(None, config(thread_id), context=context)))
+            outcome, answer = "answered", str(result.get("answer", ""))
+        except Exception as exc:  # noqa: BLE001 - the unfinished turn fails again: closed, and the new one runs
+            outcome, answer = "closed", close(graph, thread_id, f"it failed when resumed: {_first_line(exc)}")
+    LOG.warning("thread %s: turn %d (%r) was cut short by a crash; %s before this question", thread_id, number,
+                asked[:80], "answered it as itself" if outcome == "answered" else "closed it with a note")
+    return {"recovered": {"turn": number, "question": asked, "answer": answer, "outcome": outcome}}
+
+
+def close(graph: Any, thread_id: str, why: str) -> str:
+    """End the thread's unfinished turn without running it: its pending tasks are dropped and a note saying it was
+    not answered (and why) becomes its answer, so the history keeps question and answer paired. Returns the note;
+    "" when there was nothing to close (finished, or awaiting review: the queue holds that one)."""
+    cfg = config(thread_id)
+    state = graph.get_state(cfg)
+    if not state.next or state.interrupts:
+        return ""
+    asked, _ = _last_question(state.values)
+    note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)
+    ending = {"answer": note, "citations": [], "decision": "abstain", "confidence": 0.0, "missing": why}
+    # Written as `prepare` (a node without a route, which update_state could not take), then every task pending —
+    # the unfinished run's and the one after prepare — dropped: LangGraph's update with no values as END.
+    graph.update_state(cfg, close_run(state.values, ending), as_node="prepare")
+    graph.update_state(cfg, None, as_node=END)
+    return note
+
+
+def _close_quietly(graph: Any, thread_id: str, why: str) -> None:
+    try:
+        close(graph, thread_id, why)
+    except Exception as exc:  # noqa: BLE001 - the turn's own error is what the caller reports; the next turn retries
+        LOG.info("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
+                 _first_line(exc))  # fmt: skip
+
+
+def ask_in_thread(question: str, thread_id: str | None = None, context: Any = None, compiled_graph: Any = None,
+                  settings: Any = None) -> dict[str, Any]:  # fmt: skip
+    """Ask on `thread_id` (a new thread when None) as one `turn`; see `finish` for what the output adds."""
+    graph = persistent(compiled_graph, settings)
+    new = thread_id is None
+    thread_id = thread_id or new_thread_id()
+    with turn(graph, thread_id, context, new=new) as extra:
+        result = graph.invoke(turn_input(question), config(thread_id), context=context)
+        return finish(graph, thread_id, dict(result)) | extra
+
+
+def _last_question(values: dict[str, Any]) -> tuple[str, str]:
+    """The text and message id of the thread's last user message: the unfinished turn's question."""
+    for message in reversed(values.get("messages") or []):
+        if _is_user(message):
+            text = message.content if isinstance(message.content, str) else str(message.content)
+            return text, str(message.id or text)
+    return str(values.get("question") or ""), str(values.get("question") or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _is_user(message: Any) -> bool:
+    kind = message.get("type") or message.get("role") if isinstance(message, dict) else message.type
+    return kind in ("human", "user")
+
+
+def resolve_review(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
+    """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
+    the thread's final output (the reviewed answer)."""
+    if action not in reviews.ACTIONS:
+        raise ReviewError(f"action must be one of {', '.join(reviews.ACTIONS)}, got {action!r}")
+    if action == "edit" and not answer.strip():
+        raise ReviewError("edit needs the reviewed answer: --answer TEXT")
+    reviews.get(review_id)  # raises for an unknown id
+    graph = persistent(graph)
+    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
+        status = reviews.get(review_id)["status"]
+        if status not in reviews.OPEN:
+            raise ReviewError(f"review {review_id} is {status}, not pending")
+        if not paused(graph, review_id):
+            reviews.set_status(review_id, "stale", note="the thread is no longer paused")
+            raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
+        reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
+        reply |= {"note": note} if note else {}
+        result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
+        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
+    return result
