@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from selfcrag.components.base import (
     Generator,
     GroundednessChecker,
     QueryRewriter,
+    QuestionRouter,
     Refiner,
     RelevanceGrader,
     Retriever,
@@ -67,6 +68,12 @@ class LazyEmbedder:
         return self._load().embed_query(text)
 
 
+def _offline_router() -> QuestionRouter:
+    from selfcrag.components.router import OfflineRouter
+
+    return OfflineRouter()
+
+
 @dataclass
 class Components:
     relevance: RelevanceGrader
@@ -76,6 +83,7 @@ class Components:
     answer_grader: AnswerGrader
     rewriter: QueryRewriter
     web: WebSearch
+    router: QuestionRouter = field(default_factory=_offline_router)  # before retrieval: direct, web or retrieve
     retriever: Retriever | None = None  # None: the index named by settings.index_dir, else the bundled sample
     embedder: Embedder | None = None  # builds and reads the default index
 
@@ -146,6 +154,7 @@ def offline_components(
     from selfcrag.components.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
     from selfcrag.components.refine import StripRefiner
     from selfcrag.components.rewrite import KeywordRewriter
+    from selfcrag.components.router import OfflineRouter
     from selfcrag.components.web_search import TavilyWebSearch
 
     shared: Embedder = embedder or LazyEmbedder()
@@ -158,6 +167,7 @@ def offline_components(
         answer_grader=OfflineAnswerGrader(reading),
         rewriter=KeywordRewriter(),
         web=web or TavilyWebSearch(),
+        router=OfflineRouter(),
         retriever=retriever,
         embedder=shared,
     )
@@ -180,6 +190,7 @@ def model_components(
     from selfcrag.components.llm.refiner import LLMRefiner
     from selfcrag.components.llm.relevance import LLMRelevanceGrader
     from selfcrag.components.llm.rewriter import LLMRewriter
+    from selfcrag.components.llm.router import LLMRouter
 
     local = offline_components(retriever, embedder, web)
     models = ChatModels(llm, grader_llm)
@@ -191,6 +202,7 @@ def model_components(
         answer_grader=LLMAnswerGrader(models),
         rewriter=LLMRewriter(models),
         web=local.web,
+        router=LLMRouter(models),
         retriever=local.retriever,
         embedder=local.embedder,
     )
@@ -244,7 +256,7 @@ def auto_components(
     from selfcrag.components.web_search import TavilyWebSearch
 
     backends = _Backends(retriever, embedder or LazyEmbedder(), web or TavilyWebSearch())
-    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter")
+    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter", "router")
     chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}
     _, shared_embedder, shared_web = backends.shared
     return Components(**chosen, web=shared_web, retriever=retriever, embedder=shared_embedder)

@@ -132,6 +132,17 @@ class Rewrite(ModelUse):
     bridges: list[str] = field(default_factory=list)
 
 
+RouteName = Literal["direct", "web_search", "retrieve"]
+
+
+@dataclass
+class Route(ModelUse):
+    """Where a question goes before retrieval (components/router.py), and why."""
+
+    route: RouteName
+    reason: str = ""
+
+
 class Retriever(Protocol):
     def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
 
@@ -171,6 +182,13 @@ class QueryRewriter(Protocol):
         self, question: str, query: str, evidence: list[Strip], feedback: str, for_web: bool, settings: Context
     ) -> Rewrite:
         """A better query: for the knowledge base, or (for_web) a short keyword query for web search."""
+        ...
+
+
+class QuestionRouter(Protocol):
+    def route(self, question: str, index: Retriever, web: bool, settings: Context) -> Route:
+        """Where the question goes before retrieval (components/router.py): `direct`, `web_search` (only when
+        `web`) or `retrieve`; `index` is the knowledge base the run searches."""
         ...
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from selfcrag.language import Language
 
-VERSION = "messages/3"
+VERSION = "messages/4"
 
 _ABSTAIN: dict[Language, str] = {
     "en": "I don't know: the available evidence does not answer this question.",
@@ -49,6 +49,13 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
     "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
                               "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
+    # The reply to a greeting or a question about the assistant (components/router.py): what it does, no claim.
+    "direct_reply": {"en": "Hello! I answer questions from my knowledge base, citing the documents I used. "
+                           "What would you like to know?",
+                     "zh": "你好！我根据知识库中的文档回答问题，并注明出处。您想了解什么？"},
+    "direct_reply_topics": {"en": "Hello! I answer questions from my knowledge base, citing the documents I used; "
+                                  "it covers topics such as {}. What would you like to know?",
+                            "zh": "你好！我根据知识库中的文档回答问题，并注明出处；知识库包括{}等内容。您想了解什么？"},
     "awaits_review": {"en": "This answer awaits review by a person; it will be shown once it is reviewed.",
                       "zh": "这个回答正在等待人工审核，审核通过后才会显示。"},
 }
