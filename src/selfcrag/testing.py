@@ -17,7 +17,8 @@ mode, so the layer falls back to that plain prompt), and a prompt without one is
 - generation: the first sentence of the first relevant evidence block, cited `[doc_N]`; `INSUFFICIENT` when none
   is relevant; or `answer` (a fixed text, or a function of question and evidence) when given
 - groundedness: every statement grounded, except those containing one of `unsupported`
-- answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline
+- answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline; the route:
+  `direct` for conversation as the offline router reads it, else `retrieve`
 - `fail`: roles whose calls raise `FakeModelError` (a model fault: the step degrades, the run goes on)
 - `calls`: the roles asked, in order
 """
@@ -37,17 +38,19 @@ from pydantic import Field
 
 from selfcrag.components.base import Turn
 from selfcrag.components.contextualize import carry_subject
+from selfcrag.components.router import nothing_to_look_up
 from selfcrag.components.terms import coverage, question_terms
 from selfcrag.components.text import split_sentences
 
 # The reply schema's title -> the role (the pydantic models of components/llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
          "StatementCheck": "groundedness", "AnswerVerdict": "answer_grade", "SearchQuery": "rewrite",
-         "StandaloneQuestion": "contextualize"}  # fmt: skip
+         "StandaloneQuestion": "contextualize", "QuestionRoute": "route"}  # fmt: skip
 _SCHEMA_TITLE = re.compile(r'matching this JSON schema: \{"title":\s*"(\w+)"')
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^(?:Last )?[Qq]uestion: (.*)$", re.M)
 _USER_TURN = re.compile(r"^User: (.*)$", re.M)
+_MESSAGE = re.compile(r"^Message: (.*)$", re.M)
 
 
 class FakeModelError(RuntimeError):
@@ -107,6 +110,9 @@ class FakeChatModel(BaseChatModel):
             return {"score": self.usefulness, "missing": "", "reason": "graded by rule"}
         if role == "rewrite":
             return {"query": " ".join(w for w in re.findall(r"\w+", question) if len(w) > 3), "reason": "keywords"}
+        if role == "route":  # the offline rule: conversation is answered directly, everything else retrieves
+            message = (_MESSAGE.findall(user) or [""])[-1]
+            return {"route": "direct" if nothing_to_look_up(message) else "retrieve", "reason": "by rule"}
         if role == "contextualize":
             history = [Turn(role="user", content=t.strip()) for t in _USER_TURN.findall(user)]
             return {"question": carry_subject(question, history).query}

@@ -26,7 +26,7 @@ def test_readme_question_is_answered_with_the_returns_policy_cited():
         assert f"[{c['ref']}]" in result["answer"]
         assert set(c) >= {"doc_id", "title", "source", "quote"}
     assert set(result["scores"]) == {"context_relevance", "groundedness", "answer_relevance"}
-    assert [s["node"] for s in result["trace"]][:4] == ["prepare", "contextualize", "retrieve", "grade_documents"]
+    assert [s["node"] for s in result["trace"]][:5] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents"]
 
 
 def test_unanswerable_question_abstains_with_what_was_missing_and_no_model_call():

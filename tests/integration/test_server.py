@@ -103,7 +103,7 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
         events.setdefault(part.event, []).append(part.data)
 
     updated = [node for update in events["updates"] for node in update]
-    assert updated[:4] == ["prepare", "contextualize", "retrieve", "grade_documents"] and updated[-1] == "finalize"
+    assert updated[:5] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents"] and updated[-1] == "finalize"
     progress = [e["text"] for e in events["custom"]]
     assert any(t.startswith("graded 5 documents: ") for t in progress), progress
     assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}

@@ -122,6 +122,7 @@ def make(components: Components) -> NodeFunction:
         return {
             "question": question,
             "asked": "",
+            "route": "",
             "query": question,
             "web_query": "",
             "documents": [],
