@@ -73,7 +73,8 @@ def route_all(questions: list[dict[str, Any]], index: Any) -> dict[str, Any]:
             answerable[route] += 1
         if route in examples and len(examples[route]) < 5:
             examples[route].append(q["question"])
-    return {"n": len(questions), "routes": dict(routes), "answerable": sum(q.get("answerable", True) for q in questions),
+    answerable_n = sum(q.get("answerable", True) for q in questions)
+    return {"n": len(questions), "routes": dict(routes), "answerable": answerable_n,
             "answerable_routes": dict(answerable), "examples": examples}  # fmt: skip
 
 

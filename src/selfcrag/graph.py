@@ -60,7 +60,8 @@ if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~
     from langchain_core.language_models import BaseChatModel
 
 NODES = (prepare, contextualize, route_question, retrieve, grade_documents, speculate, adopt_draft, refine,
-         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
+         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, finalize,
+         human_review)  # fmt: skip
 MODEL_NODES = {"contextualize", "route_question", "grade_documents", "speculate", "refine", "web_search",
                "generate", "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 

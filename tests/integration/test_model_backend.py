@@ -211,7 +211,8 @@ def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_r
     with served(model.responder()) as (server, llm):
         result = shelf_graph(llm, web=web).invoke({"question": "Do you ship to Antarctica?"})
     # The shelf's passages score 0.8, so a draft is written while grading; grading says incorrect: discarded.
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "rewrite_query", "web_search", "generate", "check_hallucination", "grade_answer",
                              "finalize"]  # fmt: skip
     assert result["trace"][4]["decision"] == "incorrect" and result["trace"][6]["decision"] == "discarded"
@@ -226,7 +227,8 @@ def test_all_passages_incorrect_without_web_search_rewrites_and_retrieves_again_
         result = shelf_graph(llm, shelf).invoke({"question": "Do you ship to Antarctica?"},
                                                 context=Context(max_retrieval_rounds=2))  # fmt: skip
     # The shelf returns the same passages for any query: round 2 finds nothing new, so nothing is graded twice.
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "rewrite_query", "retrieve", "finalize"]  # fmt: skip
     assert "no new evidence, correction ends" in result["trace"][-2]["reason"]
     assert shelf.queries == ["Do you ship to Antarctica?", "Do you ship to Antarctica? details"]

@@ -26,7 +26,8 @@ def test_readme_question_is_answered_with_the_returns_policy_cited():
         assert f"[{c['ref']}]" in result["answer"]
         assert set(c) >= {"doc_id", "title", "source", "quote"}
     assert set(result["scores"]) == {"context_relevance", "groundedness", "answer_relevance"}
-    assert [s["node"] for s in result["trace"]][:5] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents"]
+    steps = [s["node"] for s in result["trace"]]
+    assert steps[:5] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents"]
 
 
 @pytest.mark.parametrize(("greeting", "opening"), [("Hello!", "Hello!"), ("你好", "你好！")])

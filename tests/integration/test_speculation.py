@@ -79,7 +79,8 @@ def test_the_happy_path_is_the_route_then_two_sequential_round_trips_grading_bes
     with served(meeting(Plausible().responder(), DRAFT_AND_GRADES, CHECKS)) as (server, graph):
         result = graph.invoke({"question": QUESTION})
     assert waves(server.requests) == [[ROUTE], sorted([GRADES, GENERATE]), sorted([CHECK, ANSWER_GRADE])]
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
     assert step(result, "adopt_draft")["decision"] == "kept"
     assert result["decision"] == "answer" and "30 days" in result["answer"]
@@ -90,7 +91,8 @@ def test_speculate_false_restores_three_sequential_round_trips_after_the_route()
     with served(meeting(Plausible().responder(), CHECKS)) as (server, graph):
         result = graph.invoke({"question": QUESTION}, context=Context(speculate=False))
     assert waves(server.requests) == [[ROUTE], [GRADES], [GENERATE], sorted([CHECK, ANSWER_GRADE])]
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "refine", "generate",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "refine",
+                             "generate",
                              "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
     assert result["decision"] == "answer" and "30 days" in result["answer"]
 
@@ -137,4 +139,5 @@ def test_a_failing_speculative_call_degrades_to_the_normal_path():
 def test_the_offline_backend_never_speculates():
     result = build_graph(offline_components(retriever=Shelf())).invoke({"question": QUESTION})
     assert not {"speculate", "adopt_draft"} & set(nodes(result))
-    assert nodes(result)[:7] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "refine", "generate"]
+    assert nodes(result)[:7] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                                 "refine", "generate"]

@@ -76,7 +76,8 @@ def test_web_results_are_graded_and_the_answer_cites_the_url(tavily):
     result = graph_for(tavily).invoke({"question": QUESTION})
 
     assert [s["node"] for s in result["trace"]][:7] == [
-        "prepare", "contextualize", "route_question", "retrieve", "grade_documents", "rewrite_query", "web_search"]  # fmt: skip
+        "prepare", "contextualize", "route_question", "retrieve", "grade_documents", "rewrite_query",
+        "web_search"]  # fmt: skip
     assert steps(result, "grade_documents")[0]["decision"] == "incorrect"
     (search,) = steps(result, "web_search")
     # Graded like retrieved passages: the penguin page is off topic and does not reach generation.

@@ -39,8 +39,8 @@ SHOP = Index("Returns are accepted within 30 days. Express shipping costs $15. T
              "退货期限为签收之日起 30 天。", titles=("Returns policy", "Shipping rates", "退货政策"))  # fmt: skip
 
 
-@pytest.mark.parametrize("text", ["Hello!", "Thanks!", "Who are you?", "What is your name?", "What can you do?",
-                                  "你好", "谢谢", "你是谁？", "你叫什么名字？", "你能帮我吗？", "早上好", "很高兴认识你"])
+@pytest.mark.parametrize("text", ["Hello!", "Thanks!", "Who are you?", "What is your name?", "What can you do?", "你好",
+                                  "谢谢", "你是谁？", "你叫什么名字？", "你能帮我吗？", "早上好", "很高兴认识你"])
 def test_conversation_has_nothing_to_look_up(text):
     assert nothing_to_look_up(text) and content_to_look_up(text) == []
     assert route_offline(text, SHOP, web=True).route == "direct"
