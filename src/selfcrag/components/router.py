@@ -7,7 +7,8 @@ lost answer.
 Offline the decision is read from what the text does, not from a list of phrasings: `direct` when no content
 word is left once stop words, question words, light verbs and the words of conversation itself
 (`data/conversation_words.txt`: "hello", "thanks", "your name", 你好 ...) are set aside; `web_search` when a
-name, identifier or number the question asks about (`terms.key_terms`) is not in the index's vocabulary at all.
+name, identifier or number the question asks about (`terms.key_terms`) is not in the index's vocabulary at all and
+the index knows fewer than half of the question's content words.
 On the model backend one model call decides (components/llm/router.py) and any fault falls back to `retrieve`.
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.components.base import Route, RouteName
+from selfcrag.components.base import Route
 from selfcrag.components.sanitize import unreadable
 from selfcrag.components.terms import join_pairs, key_terms, question_terms
 from selfcrag.components.text import LIGHT_VERBS_ZH, STOPWORDS, keyword_tokens, words
@@ -28,7 +29,6 @@ from selfcrag.prompts import messages
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
-ROUTES: tuple[RouteName, ...] = ("direct", "web_search", "retrieve")
 # Longer than this many words, a text with nothing to look up is more likely a question badly put than small talk:
 # it retrieves (and abstains saying what was missing) rather than getting a greeting back.
 DIRECT_MAX_WORDS = 12

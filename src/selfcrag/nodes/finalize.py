@@ -69,14 +69,14 @@ CLOSE_CALL = 0.1  # two documents this close in relevance: the question may mean
 
 
 def earlier_answers(state: State, settings: Context) -> list[str]:
-    """What the assistant answered before in this thread (abstentions claim nothing), oldest first, within the
-    history's bounds (`recent_messages`)."""
+    """What the assistant answered before in this thread (abstentions and direct replies claim nothing), oldest
+    first, within the history's bounds (`recent_messages`)."""
     found = []
     for message, text in recent_messages(state, settings):
         kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", "")
         extra = message.get("additional_kwargs", {}) if isinstance(message, dict) else message.additional_kwargs
         content = message.get("content") if isinstance(message, dict) else message.content
-        if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain",):
+        if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain", "direct"):
             found.append(text)
     return found[::-1]
 
