@@ -186,6 +186,23 @@ def test_a_malformed_or_failed_router_reply_retrieves_and_the_question_is_answer
         assert result["llm_calls"] == len(server.requests)
 
 
+def test_a_direct_route_for_a_question_naming_what_the_knowledge_base_holds_retrieves_instead():
+    model = Plausible()
+
+    def respond(request: Request) -> Reply:  # a model that takes every message for small talk
+        return Reply.json({"route": "direct", "reason": "chat"}) if ROUTE in request.system else model.responder()(
+            request)
+
+    with served(respond) as (_, llm):
+        graph = build_graph(llm=llm)  # the sample index: its vocabulary is what the guard reads
+        answered = graph.invoke({"question": "How many days do I have to return an item?"})
+        greeted = graph.invoke({"question": "Hello!"})
+    route = answered["trace"][2]
+    assert route["decision"] == "retrieve" and "the knowledge base has: days, return, item" in route["reason"]
+    assert answered["decision"] == "answer" and "30 days" in answered["answer"]
+    assert greeted["decision"] == "direct"
+
+
 def test_the_model_routes_outside_the_knowledge_base_to_the_web_only_when_web_search_is_configured():
     web = Web([passage("web_polar", "Parcelly ships to research stations in Antarctica twice a year.", "web")])
     model = Plausible(relevant=lambda question, text: "Antarctica" in text)

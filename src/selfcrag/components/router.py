@@ -109,6 +109,13 @@ def vocabulary_of(index: Any) -> Callable[[str], bool] | None:
     return knows if callable(knows) else None
 
 
+def indexed_content(question: str, index: Any) -> list[str]:
+    """The question's content words that the index holds (none for an index without a vocabulary): a model's
+    direct reply to a question naming them would skip what the knowledge base has on them."""
+    knows = vocabulary_of(index)
+    return [word for word in content_to_look_up(question) if knows and _known(word, knows)]
+
+
 def route_offline(question: str, index: Any, web: bool) -> Route:
     """The route read from the text and the index's vocabulary (module docstring)."""
     if nothing_to_look_up(question):

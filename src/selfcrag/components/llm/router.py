@@ -1,7 +1,7 @@
 """Routing on a model: one call decides whether a question is conversation (`direct`), outside the knowledge base
 (`web_search`, offered only when web search is configured) or one to retrieve for. Any fault, a reply that does
 not parse, or a web route without web search falls back to `retrieve`: a knowledge question is never lost to a
-failed call."""
+failed call, nor to a direct reply while it names a word the knowledge base holds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from selfcrag.components.base import Route, RouteName
 from selfcrag.components.llm.structured import ask, normalised
-from selfcrag.components.router import topics
+from selfcrag.components.router import indexed_content, topics
 from selfcrag.language import language_of
 from selfcrag.prompts import routing as prompts
 
@@ -45,4 +45,7 @@ class LLMRouter:
         chosen, why = reply.value.route, " ".join(reply.value.reason.split())[:100] or "the model's choice"
         if chosen == "web_search" and not web:
             return Route("retrieve", f"the model chose web search, which is unavailable; retrieving ({why})", **usage)
+        if chosen == "direct" and (known := indexed_content(question, index)):
+            return Route("retrieve", f"the model chose a direct reply, but the knowledge base has: "
+                                     f"{', '.join(known)}; retrieving ({why})", **usage)  # fmt: skip
         return Route(chosen, why, **usage)
