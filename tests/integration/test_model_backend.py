@@ -138,7 +138,7 @@ def test_the_same_questions_run_through_the_openai_client_and_an_injected_chat_m
             assert result["citations"][0]["doc_id"].endswith(q["doc_id"])
             assert f"[{result['citations'][0]['ref']}]" in result["answer"]
             made = (len(server.requests) if way == "openai-client" else len(llm.calls)) - before
-            assert result["llm_calls"] == made == 5  # route, grade (one call for all passages), generate, two checks
+            assert result["llm_calls"] == made == 4  # grade (one call for all passages), generate, two checks
             assert result["tokens"] > 0
         unanswerable = graph.invoke({"question": "Do you ship to Antarctica?"})
         assert unanswerable["decision"] == "abstain"
@@ -193,14 +193,20 @@ def test_a_direct_route_for_a_question_naming_what_the_knowledge_base_holds_retr
         return Reply.json({"route": "direct", "reason": "chat"}) if ROUTE in request.system else model.responder()(
             request)
 
-    with served(respond) as (_, llm):
-        graph = build_graph(llm=llm)  # the sample index: its vocabulary is what the guard reads
-        answered = graph.invoke({"question": "How many days do I have to return an item?"})
-        greeted = graph.invoke({"question": "Hello!"})
+    question = "How many days do I have to return an item?"
+    with served(respond) as (server, llm):
+        # The sample index, whose vocabulary the guard reads; with web search on, the model is asked.
+        answered = build_graph(model_components(llm, web=Web([]))).invoke({"question": question})
+        assert len(server.asking(ROUTE)) == 1
+        greeted = build_graph(llm=llm).invoke({"question": "Hello!"})
+        asked_before = len(server.asking(ROUTE))
+        without_web = build_graph(llm=llm).invoke({"question": question})
+        assert len(server.asking(ROUTE)) == asked_before  # no web search: only retrieve could come, so no call
     route = answered["trace"][2]
     assert route["decision"] == "retrieve" and "the knowledge base has: days, return, item" in route["reason"]
     assert answered["decision"] == "answer" and "30 days" in answered["answer"]
-    assert greeted["decision"] == "direct"
+    assert greeted["decision"] == "direct" and greeted["llm_calls"] == 1
+    assert without_web["trace"][2]["reason"].endswith("no model call needed") and without_web["llm_calls"] == 4
 
 
 def test_the_model_routes_outside_the_knowledge_base_to_the_web_only_when_web_search_is_configured():
@@ -466,7 +472,7 @@ def test_the_default_graph_uses_models_when_a_compatible_server_is_configured(mo
         monkeypatch.delenv("SELFCRAG_BACKEND")
         monkeypatch.delenv("OPENAI_BASE_URL")
         offline = selfcrag.ask(question)
-    assert on_models["llm_calls"] == len(server.requests) == 5
+    assert on_models["llm_calls"] == len(server.requests) == 4
     assert {r.body["model"] for r in server.requests} == {"gpt-4o-mini"}  # Context.generator_model's default
     assert forced_offline["llm_calls"] == offline["llm_calls"] == 0
 

@@ -1,7 +1,8 @@
 """Routing on a model: one call decides whether a question is conversation (`direct`), outside the knowledge base
 (`web_search`, offered only when web search is configured) or one to retrieve for. Any fault, a reply that does
 not parse, or a web route without web search falls back to `retrieve`: a knowledge question is never lost to a
-failed call, nor to a direct reply while it names a word the knowledge base holds."""
+failed call, nor to a direct reply while it names a word the knowledge base holds. So a question naming such a word,
+without web search, is retrieved without asking: the call could not change the route."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ class LLMRouter:
         self.models = models
 
     def route(self, question: str, index: Any, web: bool, settings: Context) -> Route:
+        known = indexed_content(question, index)
+        if known and not web:  # the model could only say retrieve: a direct reply would be overruled (below)
+            return Route("retrieve", f"the knowledge base has: {', '.join(known)}; web search unavailable; "
+                                     "no model call needed")  # fmt: skip
         titles = topics(index, language_of(question), TITLES_SHOWN)
         reply = ask(self.models, self.models.grader(settings), QuestionRoute, prompts.route(question, titles, web),
                     settings, "route")  # fmt: skip
@@ -45,7 +50,7 @@ class LLMRouter:
         chosen, why = reply.value.route, " ".join(reply.value.reason.split())[:100] or "the model's choice"
         if chosen == "web_search" and not web:
             return Route("retrieve", f"the model chose web search, which is unavailable; retrieving ({why})", **usage)
-        if chosen == "direct" and (known := indexed_content(question, index)):
+        if chosen == "direct" and known:
             return Route("retrieve", f"the model chose a direct reply, but the knowledge base has: "
                                      f"{', '.join(known)}; retrieving ({why})", **usage)  # fmt: skip
         return Route(chosen, why, **usage)
