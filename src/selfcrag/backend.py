@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from selfcrag.contract import (
     Generator,
     GroundednessChecker,
     QueryRewriter,
+    QuestionRouter,
     Refiner,
     RelevanceGrader,
     Retriever,
@@ -68,6 +69,12 @@ class LazyEmbedder:
         return self._load().embed_query(text)
 
 
+def _offline_router() -> QuestionRouter:
+    from selfcrag.offline.router import OfflineRouter
+
+    return OfflineRouter()
+
+
 @dataclass
 class Components:
     relevance: RelevanceGrader
@@ -77,6 +84,7 @@ class Components:
     answer_grader: AnswerGrader
     rewriter: QueryRewriter
     web: WebSearch
+    router: QuestionRouter = field(default_factory=_offline_router)  # before retrieval: direct, web or retrieve
     retriever: Retriever | None = None  # None: the index named by settings.index_dir, else the bundled sample
     embedder: Embedder | None = None  # builds and reads the default index
 
@@ -141,6 +149,7 @@ def offline_components(
     from selfcrag.offline.offline_grading import OfflineAnswerGrader, OfflineRelevanceGrader
     from selfcrag.offline.refine import StripRefiner
     from selfcrag.offline.rewrite import KeywordRewriter
+    from selfcrag.offline.router import OfflineRouter
 
     shared: Embedder = embedder or LazyEmbedder()
     reading = IndexEmbedder(shared, retriever)  # the stored vectors of the index each run searches
@@ -152,6 +161,7 @@ def offline_components(
         answer_grader=OfflineAnswerGrader(reading),
         rewriter=KeywordRewriter(),
         web=web or TavilyWebSearch(),
+        router=OfflineRouter(),
         retriever=retriever,
         embedder=shared,
     )
@@ -175,6 +185,7 @@ def model_components(
     from selfcrag.llm.refiner import LLMRefiner
     from selfcrag.llm.relevance import LLMRelevanceGrader
     from selfcrag.llm.rewriter import LLMRewriter
+    from selfcrag.llm.router import LLMRouter
 
     local = offline_components(retriever, embedder, web)
     models = ChatModels(llm, grader_llm)
@@ -186,6 +197,7 @@ def model_components(
         answer_grader=LLMAnswerGrader(models),
         rewriter=LLMRewriter(models),
         web=local.web,
+        router=LLMRouter(models),
         retriever=local.retriever,
         embedder=local.embedder,
     )
@@ -233,7 +245,7 @@ def auto_components(
     """Models when the run's `backend` setting says so, or (`auto`) when OPENAI_API_KEY or OPENAI_BASE_URL is set;
     else offline. Nothing is loaded or connected until a run needs it."""
     backends = _Backends(retriever, embedder or LazyEmbedder(), web or TavilyWebSearch())
-    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter")
+    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter", "router")
     chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}
     _, shared_embedder, shared_web = backends.shared
     return Components(**chosen, web=shared_web, retriever=retriever, embedder=shared_embedder)

@@ -132,6 +132,17 @@ class Rewrite(ModelUse):
     bridges: list[str] = field(default_factory=list)
 
 
+RouteName = Literal["direct", "web_search", "retrieve"]
+
+
+@dataclass
+class Route(ModelUse):
+    """Where a question goes before retrieval (offline/router.py), and why."""
+
+    route: RouteName
+    reason: str = ""
+
+
 class Retriever(Protocol):
     def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
 
@@ -172,6 +183,14 @@ class QueryRewriter(Protocol):
     ) -> Rewrite:
         """A better query: for the knowledge base, or (for_web) a short keyword query for web search."""
         ...
+
+
+class QuestionRouter(Protocol):
+    def route(self, question: str, index: Retriever, web: bool, settings: Context) -> Route:
+        """Where the question goes before retrieval (offline/router.py): `direct`, `web_search` (only when
+        `web`) or `retrieve`; `index` is the knowledge base the run searches."""
+        ...
+
 
 
 class WebSearch(Protocol):

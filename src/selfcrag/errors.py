@@ -21,7 +21,7 @@ class IdentityError(SelfcragError, ValueError):
     """The identity file is missing or malformed, or an entry is bad: one line for the operator."""
 
 
-# components/llm/local_server.py
+# llm/local_server.py
 class LocalModelError(SelfcragError, RuntimeError):
     """The local model cannot be used: a package is missing, or the joined file is not the pinned one."""
 
@@ -40,22 +40,22 @@ class EmptyQuestionError(QuestionError):
     """The run has no question: neither `question` nor a user message."""
 
 
-# components/documents.py
+# knowledge/documents.py
 class IngestError(SelfcragError, ValueError):
     """Bad input to ingest or a missing/mismatched index; the message is one line for the user."""
 
 
-# components/loaders.py
+# knowledge/loaders.py
 class Unreadable(SelfcragError):
     """The file cannot be read as its type says; the message is the reason, without the path."""
 
 
-# components/index_files.py
+# knowledge/index_files.py
 class DamagedFile(SelfcragError, ValueError):
     """One file of an index is not what the others say; the message starts with the file's name."""
 
 
-# components/base.py
+# contract.py
 class EmbeddingModelError(SelfcragError, RuntimeError):
     """The embedding model is missing, fails its checksum, or its endpoint cannot be used."""
 
@@ -64,12 +64,12 @@ class WebSearchError(SelfcragError, RuntimeError):
     """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
 
 
-# components/llm/faults.py
+# llm/faults.py
 class ModelConfigError(SelfcragError, ValueError):
     """The model settings cannot work (no key or server, unknown provider): a setup error, raised, not degraded."""
 
 
-# components/llm/calls.py
+# llm/calls.py
 class BudgetSpent(SelfcragError, RuntimeError):
     """The run's model-call budget is spent: the call was not made."""
 
@@ -82,7 +82,7 @@ class TotalTimeoutError(SelfcragError, TimeoutError):
     """No complete reply by the call's deadline (however the server trickled it)."""
 
 
-# components/llm/structured.py
+# llm/structured.py
 class MethodUnavailable(SelfcragError, ValueError):
     """This model's structured output cannot be used without LangChain's parser: the next method is tried."""
 

@@ -1,6 +1,7 @@
 """The self-corrective RAG state machine (Corrective RAG + Self-RAG), and only that.
 
-    prepare -> contextualize -> retrieve -> grade_documents
+    prepare -> contextualize -> route_question --retrieve--> retrieve -> grade_documents
+    route_question --direct (conversation)--> finalize;  --web_search (outside the knowledge base)--> web_search
     grade_documents --correct/ambiguous--> refine --ambiguous--> web_search -> generate
                     --incorrect---------> rewrite_query --web--> web_search -> generate
                                                         --kb---> retrieve (repeat: finalize)
@@ -49,6 +50,7 @@ from selfcrag.nodes import (
     refine,
     retrieve,
     rewrite_query,
+    route_question,
     speculate,
     web_search,
 )
@@ -60,11 +62,12 @@ from selfcrag.tool import SelfCragGraph
 if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
     from langchain_core.language_models import BaseChatModel
 
-NODES = (prepare, contextualize, retrieve, grade_documents, speculate, adopt_draft, refine, web_search, generate,
-         check_hallucination, grade_answer, judge, rewrite_query, finalize, human_review)  # fmt: skip
+NODES = (prepare, contextualize, route_question, retrieve, grade_documents, speculate, adopt_draft, refine,
+         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, finalize,
+         human_review)  # fmt: skip
+MODEL_NODES = {"contextualize", "route_question", "grade_documents", "speculate", "refine", "web_search",
+               "generate", "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
-MODEL_NODES = {"contextualize", "grade_documents", "speculate", "refine", "web_search", "generate",
-               "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
 
 
 def operator_settings(settings: Context | dict[str, Any] | None) -> Callable[[], Context]:
@@ -124,7 +127,7 @@ def build_graph(
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "contextualize")
-    graph.add_edge("contextualize", "retrieve")
+    graph.add_edge("contextualize", "route_question")
 
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
@@ -138,6 +141,7 @@ def build_graph(
         decide_here.__name__ = decide.__name__
         return decide_here
 
+    branch("route_question", routing.after_route, ["retrieve", "web_search", "finalize"])
     branch("retrieve", on_backend(routing.fan_out), [*routing.SPECULATION, "generate", "finalize"])
     branch("grade_documents", on_backend(routing.after_grading_or_join),
            ["refine", "rewrite_query", "finalize", "adopt_draft"])  # fmt: skip
@@ -145,7 +149,7 @@ def build_graph(
     branch("adopt_draft", routing.after_adopt, [*routing.CHECKS, "refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "generate", "finalize"])
-    branch("web_search", routing.after_web_search, ["generate", "rewrite_query", "finalize"])
+    branch("web_search", routing.after_web_search, ["generate", "retrieve", "rewrite_query", "finalize"])
     branch("generate", routing.after_generate, [*routing.CHECKS, "rewrite_query", "finalize"])
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])

@@ -44,6 +44,15 @@ def question_unreadable(state: State) -> str:
     return unreadable(state.get("question") or "", passages)
 
 
+def after_route(state: State, settings: Context) -> str:
+    """Conversation is answered at once (`finalize` closes it with the reply route_question wrote); a question the
+    knowledge base cannot cover searches the web first, while web search is still possible; the rest retrieve."""
+    route = state.get("route")
+    if route == "direct":
+        return "finalize"
+    return "web_search" if route == "web_search" and can_search_web(state) else "retrieve"
+
+
 def nothing_new(state: State) -> bool:
     """A correction round retrieved only chunks an earlier round of the run had (kept in the evidence, or
     rejected): it cannot add evidence, and the draft or abstention of the evidence so far stands."""
@@ -129,8 +138,12 @@ def after_rewrite(state: State, settings: Context) -> str:
 
 
 def after_web_search(state: State, settings: Context) -> str:
+    """Web evidence is generated from; a search routed before any retrieval that found nothing falls back to the
+    knowledge base, else the correction goes on."""
     if state.get("knowledge"):
         return "generate"
+    if not state.get("retrieval_rounds") and rounds_left(state, settings):
+        return "retrieve"
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
@@ -199,21 +212,23 @@ def review_triggers(measured: dict[str, float], minimum_confidence: float, setti
 # agrees (nodes/speculate.py). Both routes below ask `speculates` with the state after `retrieve`, which grading
 # does not change (documents, round, settings), so the fan-out and the join always agree.
 SPECULATION = ["grade_documents", "speculate"]
+ROUTE_CALLS = 1  # the model backend's route_question call, made before the first round
 
 
 def speculates(state: State, settings: Context, model_backend: bool) -> bool:
     """Draft while grading: the model backend (offline generation is cheap, and sequential is simpler), the setting
     on, the first round, strips refined without a model call (`refine_with="scores"`: the draft's evidence can be
-    made before grading), a budget with room for the whole happy path (grading, the draft, both checks: the draft
-    never takes a call the normal path needs; round 1 starts with no call made), and strong retrieval: the best
-    passage's retrieval score at or above the minimum context relevance. On the SQuAD dev sample (offline grader
-    as the model's stand-in) grading agreed with a draft for 91% of the 190 questions at or above 0.70 and 30% of
+    made before grading), a budget with room for the whole happy path (the route, grading, the draft, both checks:
+    the draft never takes a call the normal path needs; read from the settings, not the calls so far, so the fan-out
+    and the join, with grading's calls between them, agree), and strong retrieval: the best passage's retrieval
+    score at or above the minimum context relevance. On the SQuAD dev sample (offline grader as the model's
+    stand-in) grading agreed with a draft for 91% of the 190 questions at or above 0.70 and 30% of
     the 10 below; margin over the second passage told nothing more (88% at any margin)."""
     documents = state.get("documents") or []
     grading_calls = 1 if settings.grading == "batch" else len(documents)
     if not (model_backend and settings.speculate and settings.refine_with == "scores" and documents):
         return False
-    if state.get("retrieval_rounds", 0) != 1 or settings.max_llm_calls < grading_calls + 3:
+    if state.get("retrieval_rounds", 0) != 1 or settings.max_llm_calls < ROUTE_CALLS + grading_calls + 3:
         return False
     return max(p["score"] for p in documents) >= settings.thresholds().context_relevance
 

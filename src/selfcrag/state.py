@@ -16,7 +16,8 @@ from typing_extensions import TypedDict
 
 from selfcrag.contract import Citation, Grade, Label, Passage, Strip
 
-Decision = Literal["answer", "answer_with_caveat", "abstain", "human_review"]
+# `direct`: a reply to conversation (a greeting, a question about the assistant) that claims no knowledge.
+Decision = Literal["answer", "answer_with_caveat", "abstain", "human_review", "direct"]
 
 
 class Step(TypedDict, total=False):
@@ -92,6 +93,7 @@ class OutputState(TypedDict, total=False):
 class State(OutputState, total=False):
     question: str  # the question every step answers: the user's, or its standalone form (`contextualize`)
     asked: str  # the user's own words, when `contextualize` rewrote a follow-up into `question`; else ""
+    route: str  # where route_question sent the question: direct, web_search or retrieve
     query: str  # the current retrieval query (the question, then rewrites)
     web_query: str
     queries: list[str]  # every query retrieved with so far: a rewrite that repeats one ends the search

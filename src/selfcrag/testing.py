@@ -17,7 +17,8 @@ mode, so the layer falls back to that plain prompt), and a prompt without one is
 - generation: the first sentence of the first relevant evidence block, cited `[doc_N]`; `INSUFFICIENT` when none
   is relevant; or `answer` (a fixed text, or a function of question and evidence) when given
 - groundedness: every statement grounded, except those containing one of `unsupported`
-- answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline
+- answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline; the route:
+  `direct` for conversation as the offline router reads it, else `retrieve`
 - `fail`: roles whose calls raise `FakeModelError` (a model fault: the step degrades, the run goes on)
 - `calls`: the roles asked, in order
 """
@@ -38,17 +39,19 @@ from pydantic import Field
 from selfcrag.contract import Turn
 from selfcrag.errors import FakeModelError
 from selfcrag.offline.contextualize import carry_subject
+from selfcrag.offline.router import nothing_to_look_up
 from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import split_sentences
 
 # The reply schema's title -> the role (the pydantic models of llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
          "StatementCheck": "groundedness", "AnswerVerdict": "answer_grade", "SearchQuery": "rewrite",
-         "StandaloneQuestion": "contextualize"}  # fmt: skip
+         "StandaloneQuestion": "contextualize", "QuestionRoute": "route"}  # fmt: skip
 _SCHEMA_TITLE = re.compile(r'matching this JSON schema: \{"title":\s*"(\w+)"')
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^(?:Last )?[Qq]uestion: (.*)$", re.M)
 _USER_TURN = re.compile(r"^User: (.*)$", re.M)
+_MESSAGE = re.compile(r"^Message: (.*)$", re.M)
 
 
 def covers_question(question: str, text: str) -> bool:
@@ -104,6 +107,9 @@ class FakeChatModel(BaseChatModel):
             return {"score": self.usefulness, "missing": "", "reason": "graded by rule"}
         if role == "rewrite":
             return {"query": " ".join(w for w in re.findall(r"\w+", question) if len(w) > 3), "reason": "keywords"}
+        if role == "route":  # the offline rule: conversation is answered directly, everything else retrieves
+            message = (_MESSAGE.findall(user) or [""])[-1]
+            return {"route": "direct" if nothing_to_look_up(message) else "retrieve", "reason": "by rule"}
         if role == "contextualize":
             history = [Turn(role="user", content=t.strip()) for t in _USER_TURN.findall(user)]
             return {"question": carry_subject(question, history).query}

@@ -25,6 +25,7 @@ from selfcrag.web_search import TavilyWebSearch
 QUESTION = "How many days do I have to return an item?"
 GENERATE = "You answer questions using only the evidence"
 GRADES, CHECK, ANSWER_GRADE = "Grade every passage", "statement by statement", "grade whether an answer"
+ROUTE = "You route a user's message"
 
 
 @contextmanager
@@ -134,7 +135,7 @@ def test_llm_calls_equal_the_requests_the_server_received_with_retries():
     lock = threading.Lock()
 
     def respond(request: Request) -> Reply:
-        kind = next(mark for mark in (GRADES, GENERATE, CHECK, ANSWER_GRADE) if mark in request.system)
+        kind = next(mark for mark in (ROUTE, GRADES, GENERATE, CHECK, ANSWER_GRADE) if mark in request.system)
         with lock:
             seen[kind] = seen.get(kind, 0) + 1
             n = seen[kind]
@@ -147,7 +148,7 @@ def test_llm_calls_equal_the_requests_the_server_received_with_retries():
     with served(respond) as (server, llm):
         result = run(llm)
     assert [r.status for r in server.asking(GENERATE)] == [503, 429, 200]
-    assert len(server.requests) == 12  # grade, generate and the two checks: three attempts each
+    assert len(server.requests) == 15  # route, grade, generate and the two checks: three attempts each
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert result["decision"] == "answer" and not errors(result)
@@ -186,14 +187,14 @@ def test_a_429_asking_to_wait_beyond_the_deadline_gives_up_at_once():
     assert "429" not in result["answer"] + result["missing"]
 
 
-@pytest.mark.parametrize("budget", [0, 3, 5, 20])
+@pytest.mark.parametrize("budget", [0, 4, 6, 21])  # each runs out inside a step (the route's call counted)
 def test_max_llm_calls_is_never_exceeded(budget):
     # Never grounded and never useful: the run would regenerate and rewrite for as long as it may.
     model = Plausible(unsupported={"30 days"}, usefulness=0.2)
     with served(model.responder()) as (server, llm):
         result = run(llm, max_llm_calls=budget, max_retrieval_rounds=50, max_generations=50,
                         cap_retrieval_rounds=50, cap_generations=50)
-    assert len(server.requests) == budget  # used to reach 4, 4, 7 and 23
+    assert len(server.requests) == budget  # used to reach 4, 4, 7 and 23 (at 0, 3, 5, 20, before the route)
     assert result["llm_calls"] == budget
     if budget:
         assert any("model-call budget (max_llm_calls=" in e for e in errors(result))
@@ -201,8 +202,8 @@ def test_max_llm_calls_is_never_exceeded(budget):
 
 def test_the_two_concurrent_checks_share_the_last_call_of_the_budget():
     with served(Plausible().responder()) as (server, llm):
-        result = run(llm, max_llm_calls=3)  # grade, generate: one call left for two checks
-    assert len(server.requests) == 3 and result["llm_calls"] == 3
+        result = run(llm, max_llm_calls=4)  # route, grade, generate: one call left for two checks
+    assert len(server.requests) == 4 and result["llm_calls"] == 4
     assert len(server.asking(CHECK)) + len(server.asking(ANSWER_GRADE)) == 1
 
 
@@ -213,10 +214,11 @@ def test_every_call_carries_max_tokens_for_its_role():
     with served(Plausible().responder()) as (server, llm):
         run(llm)
     caps = {name: {r.body.get("max_completion_tokens") for r in server.asking(text)}
-            for name, text in [("grade", GRADES), ("generate", GENERATE), ("check", CHECK),
+            for name, text in [("route", ROUTE), ("grade", GRADES), ("generate", GENERATE), ("check", CHECK),
                                ("answer", ANSWER_GRADE)]}  # fmt: skip
-    assert caps == {"grade": {MAX_TOKENS["relevance"] * len(SHELF)}, "generate": {MAX_TOKENS["answer"]},
-                    "check": {MAX_TOKENS["groundedness"]}, "answer": {MAX_TOKENS["answer_grade"]}}  # fmt: skip
+    assert caps == {"route": {MAX_TOKENS["route"]}, "grade": {MAX_TOKENS["relevance"] * len(SHELF)},
+                    "generate": {MAX_TOKENS["answer"]}, "check": {MAX_TOKENS["groundedness"]},
+                    "answer": {MAX_TOKENS["answer_grade"]}}  # fmt: skip
 
 
 def test_the_operator_key_goes_only_to_the_configured_endpoint(monkeypatch):

@@ -60,7 +60,8 @@ def test_a_question_the_evidence_cannot_read_abstains_in_english_without_grading
     assert result["decision"] == "abstain" and result["citations"] == []
     assert result["answer"].startswith("I don't know") and missing in result["answer"]
     assert result["missing"].startswith(missing)
-    assert [s["node"] for s in result["trace"]] == ["prepare", "contextualize", "retrieve", "finalize"]
+    steps = [s["node"] for s in result["trace"]]
+    assert steps == ["prepare", "contextualize", "route_question", "retrieve", "finalize"]
     assert result["llm_calls"] == 0 and result["clarifying_question"] == ""
 
 

@@ -31,6 +31,7 @@ GRADES, ONE_GRADE = "Grade every passage", "Grade the passage"
 CHECK, ANSWER_GRADE = "statement by statement", "grade whether an answer"
 REWRITE, WEB_REWRITE = "search queries for a knowledge base", "web search query"
 GENERATE = "You answer questions using only the evidence"
+ROUTE = "You route a user's message"
 
 QUESTIONS = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "sample_questions.jsonl")
              .read_text(encoding="utf-8").splitlines() if line.strip()]  # fmt: skip
@@ -150,11 +151,81 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
-    assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {
+    assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {"route_question/1",
         "grade_documents/1 (batch)", "generate/1 (qa, local)", "check_hallucination/2", "grade_answer/2"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("greeting", ["Hello!", "你好"])
+def test_a_greeting_gets_a_direct_reply_from_one_router_call_and_no_retrieval(greeting):
+    shelf = Shelf(SHELF)
+    with served(Plausible().responder()) as (server, llm):
+        result = shelf_graph(llm, shelf).invoke({"question": greeting})
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "finalize"]
+    assert shelf.queries == [] and len(server.requests) == len(server.asking(ROUTE)) == result["llm_calls"] == 1
+    assert result["decision"] == "direct" and result["citations"] == [] and not errors(result)
+    assert result["trace"][2]["prompt"] == "route_question/1"
+    assert result["messages"][-1].content == result["answer"]  # the reply joins the chat like an answer
+
+
+def test_a_malformed_or_failed_router_reply_retrieves_and_the_question_is_answered():
+    model = Plausible()
+    for broken in (Reply.content("Sure, I would route that to the knowledge base."), Reply.fail(500)):
+
+        def respond(request: Request, broken: Reply = broken) -> Reply:
+            return broken if ROUTE in request.system else model.responder()(request)
+
+        with served(respond) as (server, llm):
+            result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
+        route = result["trace"][2]
+        assert route["node"] == "route_question" and route["decision"] == "retrieve"
+        assert route["reason"].startswith("router failed") and set(errors(result)) == {"route_question"}
+        assert result["decision"] == "answer" and "30 days" in result["answer"]
+        assert result["llm_calls"] == len(server.requests)
+
+
+def test_a_direct_route_for_a_question_naming_what_the_knowledge_base_holds_retrieves_instead():
+    model = Plausible()
+
+    def respond(request: Request) -> Reply:  # a model that takes every message for small talk
+        return Reply.json({"route": "direct", "reason": "chat"}) if ROUTE in request.system else model.responder()(
+            request)
+
+    question = "How many days do I have to return an item?"
+    with served(respond) as (server, llm):
+        # The sample index, whose vocabulary the guard reads; with web search on, the model is asked.
+        answered = build_graph(model_components(llm, web=Web([]))).invoke({"question": question})
+        assert len(server.asking(ROUTE)) == 1
+        greeted = build_graph(llm=llm).invoke({"question": "Hello!"})
+        asked_before = len(server.asking(ROUTE))
+        without_web = build_graph(llm=llm).invoke({"question": question})
+        assert len(server.asking(ROUTE)) == asked_before  # no web search: only retrieve could come, so no call
+    route = answered["trace"][2]
+    assert route["decision"] == "retrieve" and "the knowledge base has: days, return, item" in route["reason"]
+    assert answered["decision"] == "answer" and "30 days" in answered["answer"]
+    assert greeted["decision"] == "direct" and greeted["llm_calls"] == 1
+    assert without_web["trace"][2]["reason"].endswith("no model call needed") and without_web["llm_calls"] == 4
+
+
+def test_the_model_routes_outside_the_knowledge_base_to_the_web_only_when_web_search_is_configured():
+    web = Web([passage("web_polar", "Parcelly ships to research stations in Antarctica twice a year.", "web")])
+    model = Plausible(relevant=lambda question, text: "Antarctica" in text)
+
+    def respond(request: Request) -> Reply:
+        if ROUTE in request.system:
+            return Reply.json({"route": "web", "reason": "not about the shop"})  # a synonym, read as web_search
+        return model.responder()(request)
+
+    shelf = Shelf(SHELF)
+    with served(respond) as (server, llm):
+        result = shelf_graph(llm, shelf, web=web).invoke({"question": "Do you ship to Antarctica?"})
+        assert "web_search" in server.asking(ROUTE)[0].system  # the route is offered because web search is on
+        without_web = shelf_graph(llm, Shelf(SHELF)).invoke({"question": "Do you ship to Antarctica?"})
+    assert nodes(result)[:5] == ["prepare", "contextualize", "route_question", "web_search", "generate"]
+    assert shelf.queries == [] and result["citations"][0]["doc_id"] == "web_polar"
+    assert nodes(without_web)[3] == "retrieve" and "unavailable" in without_web["trace"][2]["reason"]
 
 
 def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_results():
@@ -163,10 +234,11 @@ def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_r
     with served(model.responder()) as (server, llm):
         result = shelf_graph(llm, web=web).invoke({"question": "Do you ship to Antarctica?"})
     # The shelf's passages score 0.8, so a draft is written while grading; grading says incorrect: discarded.
-    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "rewrite_query", "web_search", "generate", "check_hallucination", "grade_answer",
                              "finalize"]  # fmt: skip
-    assert result["trace"][3]["decision"] == "incorrect" and result["trace"][5]["decision"] == "discarded"
+    assert result["trace"][4]["decision"] == "incorrect" and result["trace"][6]["decision"] == "discarded"
     assert web.queries == ["ship Antarctica"]  # the model's keyword query, not the question
     assert len(server.asking(GRADES)) == 2  # the knowledge-base passages, then the web results: one call each
     assert result["decision"] == "answer" and result["citations"][0]["doc_id"] == "web_polar"
@@ -178,7 +250,8 @@ def test_all_passages_incorrect_without_web_search_rewrites_and_retrieves_again_
         result = shelf_graph(llm, shelf).invoke({"question": "Do you ship to Antarctica?"},
                                                 context=Context(max_retrieval_rounds=2))  # fmt: skip
     # The shelf returns the same passages for any query: round 2 finds nothing new, so nothing is graded twice.
-    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "rewrite_query", "retrieve", "finalize"]  # fmt: skip
     assert "no new evidence, correction ends" in result["trace"][-2]["reason"]
     assert shelf.queries == ["Do you ship to Antarctica?", "Do you ship to Antarctica? details"]
@@ -218,7 +291,7 @@ def test_k_passages_are_graded_in_one_call_or_in_k_concurrent_calls(mode, calls)
     assert len(grading) == calls
     assert sum(r.user.count("<passage ") for r in grading) == len(SHELF)
     assert not errors(result)
-    assert [g["label"] for g in result["trace"][3]["grades"]] == ["correct", "correct", "incorrect"]
+    assert [g["label"] for g in result["trace"][4]["grades"]] == ["correct", "correct", "incorrect"]
 
 
 def test_the_hallucination_check_and_the_answer_grade_run_concurrently():
@@ -272,7 +345,7 @@ def test_a_server_without_json_schema_gets_function_calling_and_it_is_remembered
     with served(Plausible().responder(), methods=("function_calling",)) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     structured = [r.method for r in server.requests if r.method != "text"]
-    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling"]
+    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling", "function_calling"]
     assert [r.status for r in server.requests if r.method == "json_schema"] == [400]
     assert result["decision"] == "answer" and not errors(result)
     assert result["llm_calls"] == len(server.requests)  # the rejected probe counts as a call
@@ -282,7 +355,7 @@ def test_a_server_with_no_structured_output_at_all_gets_plain_prompts():
     with served(Plausible().responder(), methods=()) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     structured = [r.method for r in server.requests if GENERATE not in r.system]
-    assert structured == ["json_schema", "function_calling", "json_mode", "text", "text", "text"]
+    assert structured == ["json_schema", "function_calling", "json_mode", "text", "text", "text", "text"]
     assert result["decision"] == "answer" and not errors(result)
 
 
@@ -310,7 +383,7 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
     with served(respond) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"},
                                          context=Context(max_retrieval_rounds=1))  # fmt: skip
-    grades = result["trace"][3]["grades"]
+    grades = result["trace"][4]["grades"]
     assert {g["label"] for g in grades} == {"ambiguous"}  # relevance fails open: the evidence stays in play
     assert all(g["reason"].startswith("grader failed: malformed reply") for g in grades)
     checks = [s for s in result["trace"] if s["node"] == "check_hallucination"]
@@ -380,9 +453,9 @@ def test_the_budget_stops_corrections_and_every_call_is_counted():
     with served(Plausible(usefulness=0.2).responder()) as (server, llm):  # never useful: would rewrite forever
         result = shelf_graph(llm, settings={"cap_retrieval_rounds": 10}).invoke(
             {"question": "How many days do I have to return an item?"},
-            context=Context(max_llm_calls=5, max_retrieval_rounds=10))  # fmt: skip
+            context=Context(max_llm_calls=6, max_retrieval_rounds=10))  # fmt: skip
     assert nodes(result).count("retrieve") == 2  # one correction, then the budget was spent
-    assert result["llm_calls"] == len(server.requests) == 5  # a hard ceiling: the second round stops at it
+    assert result["llm_calls"] == len(server.requests) == 6  # a hard ceiling: the second round stops at it
     assert result["tokens"] == server.tokens
 
 

@@ -28,7 +28,21 @@ def test_readme_question_is_answered_with_the_returns_policy_cited():
         assert f"[{c['ref']}]" in result["answer"]
         assert set(c) >= {"doc_id", "title", "source", "quote"}
     assert set(result["scores"]) == {"context_relevance", "groundedness", "answer_relevance"}
-    assert [s["node"] for s in result["trace"]][:4] == ["prepare", "contextualize", "retrieve", "grade_documents"]
+    steps = [s["node"] for s in result["trace"]]
+    assert steps[:5] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents"]
+
+
+@pytest.mark.parametrize(("greeting", "opening"), [("Hello!", "Hello!"), ("你好", "你好！")])
+def test_a_greeting_gets_a_direct_reply_without_retrieval_and_a_question_after_it_is_still_answered(greeting, opening):
+    result = ask(greeting)
+    assert [s["node"] for s in result["trace"]] == ["prepare", "contextualize", "route_question", "finalize"]
+    assert result["decision"] == "direct" and result["citations"] == [] and result["llm_calls"] == 0
+    assert result["answer"].startswith(opening) and "I don't know" not in result["answer"]
+    assert result["trace"][2]["decision"] == "direct"
+    answered = ask("How many days do I have to return an item?")
+    assert answered["decision"] in ("answer", "answer_with_caveat") and "30" in answered["answer"]
+    assert answered["trace"][2] == {"node": "route_question", "decision": "retrieve",
+                                    "reason": "content to look up; web search unavailable"}  # fmt: skip
 
 
 def test_unanswerable_question_abstains_with_what_was_missing_and_no_model_call():

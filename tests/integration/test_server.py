@@ -64,7 +64,8 @@ def test_graph_drawing_has_every_node_and_marks_conditional_edges(client, assist
     assert {("grade_documents", "refine"), ("grade_documents", "rewrite_query"), ("refine", "web_search"),
             ("rewrite_query", "retrieve"), ("generate", "check_hallucination"), ("finalize", "human_review"),
             ("finalize", "__end__"), ("retrieve", "finalize"), ("human_review", "human_review"),
-            ("human_review", "__end__")} <= branches  # fmt: skip
+            ("human_review", "__end__"), ("route_question", "retrieve"), ("route_question", "finalize"),
+            ("route_question", "web_search")} <= branches  # fmt: skip
     assert ("__start__", "prepare", False) in edges
 
 
@@ -104,7 +105,8 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
         events.setdefault(part.event, []).append(part.data)
 
     updated = [node for update in events["updates"] for node in update]
-    assert updated[:4] == ["prepare", "contextualize", "retrieve", "grade_documents"] and updated[-1] == "finalize"
+    assert updated[:5] == ["prepare", "contextualize", "route_question", "retrieve",
+                           "grade_documents"] and updated[-1] == "finalize"
     progress = [e["text"] for e in events["custom"]]
     assert any(t.startswith("graded 5 documents: ") for t in progress), progress
     assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}

@@ -24,6 +24,7 @@ from selfcrag.backend import model_components
 QUESTION = "How many days do I have to return an item?"
 GRADES, GENERATE = "Grade every passage", "You answer questions using only the evidence"
 CHECK, ANSWER_GRADE = "statement by statement", "grade whether an answer"
+ROUTE = "You route a user's message"  # the route comes first: one round trip before retrieval
 
 
 def waves(requests: list[Request]) -> list[list[str]]:
@@ -31,7 +32,7 @@ def waves(requests: list[Request]) -> list[list[str]]:
     grouped: list[list[str]] = []
     wave_end = float("-inf")
     for request in sorted(requests, key=lambda r: r.started):
-        name = next(n for n in (GRADES, GENERATE, CHECK, ANSWER_GRADE, "") if n in request.system) or "other"
+        name = next(n for n in (ROUTE, GRADES, GENERATE, CHECK, ANSWER_GRADE, "") if n in request.system) or "other"
         if request.started >= wave_end:
             grouped.append([])
         wave_end = max(wave_end, request.ended) if grouped[-1] else request.ended
@@ -74,22 +75,24 @@ def step(result: dict[str, Any], node: str) -> dict[str, Any]:
     return next(s for s in result["trace"] if s["node"] == node)
 
 
-def test_the_happy_path_is_two_sequential_round_trips_grading_beside_the_draft_then_both_checks():
+def test_the_happy_path_is_the_route_then_two_sequential_round_trips_grading_beside_the_draft_then_both_checks():
     with served(meeting(Plausible().responder(), DRAFT_AND_GRADES, CHECKS)) as (server, graph):
         result = graph.invoke({"question": QUESTION})
-    assert waves(server.requests) == [sorted([GRADES, GENERATE]), sorted([CHECK, ANSWER_GRADE])]
-    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "speculate", "adopt_draft",
+    assert waves(server.requests) == [[ROUTE], sorted([GRADES, GENERATE]), sorted([CHECK, ANSWER_GRADE])]
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                             "speculate", "adopt_draft",
                              "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
     assert step(result, "adopt_draft")["decision"] == "kept"
     assert result["decision"] == "answer" and "30 days" in result["answer"]
-    assert result["llm_calls"] == len(server.requests) == 4 and result["tokens"] == server.tokens
+    assert result["llm_calls"] == len(server.requests) == 5 and result["tokens"] == server.tokens
 
 
-def test_speculate_false_restores_three_sequential_round_trips():
+def test_speculate_false_restores_three_sequential_round_trips_after_the_route():
     with served(meeting(Plausible().responder(), CHECKS)) as (server, graph):
         result = graph.invoke({"question": QUESTION}, context=Context(speculate=False))
-    assert waves(server.requests) == [[GRADES], [GENERATE], sorted([CHECK, ANSWER_GRADE])]
-    assert nodes(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "refine", "generate",
+    assert waves(server.requests) == [[ROUTE], [GRADES], [GENERATE], sorted([CHECK, ANSWER_GRADE])]
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents", "refine",
+                             "generate",
                              "check_hallucination", "grade_answer", "finalize"]  # fmt: skip
     assert result["decision"] == "answer" and "30 days" in result["answer"]
 
@@ -103,12 +106,12 @@ def test_a_draft_citing_a_passage_grading_rejects_is_discarded_and_the_answer_co
     drafts = server.asking(GENERATE)
     assert len(drafts) == 2
     assert "30 days" in drafts[0].user and "30 days" not in drafts[1].user  # the second from the kept passage only
-    assert waves(server.requests) == [sorted([GRADES, GENERATE]), [GENERATE], sorted([CHECK, ANSWER_GRADE])]
+    assert waves(server.requests) == [[ROUTE], sorted([GRADES, GENERATE]), [GENERATE], sorted([CHECK, ANSWER_GRADE])]
     adopt = step(result, "adopt_draft")
     assert adopt["decision"] == "discarded" and "cites doc_1" in adopt["reason"]
-    assert nodes(result)[5:8] == ["adopt_draft", "refine", "generate"]
+    assert nodes(result)[6:9] == ["adopt_draft", "refine", "generate"]
     assert "15 days" in result["answer"] and "30 days" not in result["answer"]
-    assert result["llm_calls"] == len(server.requests) == 5 and result["tokens"] == server.tokens  # the draft's too
+    assert result["llm_calls"] == len(server.requests) == 6 and result["tokens"] == server.tokens  # the draft's too
 
 
 def test_a_failing_speculative_call_degrades_to_the_normal_path():
@@ -123,12 +126,12 @@ def test_a_failing_speculative_call_degrades_to_the_normal_path():
 
     with served(meeting(respond, DRAFT_AND_GRADES, CHECKS)) as (server, graph):
         result = graph.invoke({"question": QUESTION})
-    assert waves(server.requests) == [sorted([GRADES, GENERATE]), [GENERATE], sorted([CHECK, ANSWER_GRADE])]
+    assert waves(server.requests) == [[ROUTE], sorted([GRADES, GENERATE]), [GENERATE], sorted([CHECK, ANSWER_GRADE])]
     assert [r.status for r in server.asking(GENERATE)] == [400, 200]
     assert "400" in step(result, "speculate")["error"]
     adopt = step(result, "adopt_draft")
     assert adopt["decision"] == "discarded" and adopt["reason"].startswith("the speculative draft failed")
-    assert nodes(result)[6:8] == ["refine", "generate"]
+    assert nodes(result)[7:9] == ["refine", "generate"]
     assert result["decision"] == "answer" and "30 days" in result["answer"]
     assert "400" not in result["answer"] + result.get("missing", "")
 
@@ -136,4 +139,5 @@ def test_a_failing_speculative_call_degrades_to_the_normal_path():
 def test_the_offline_backend_never_speculates():
     result = build_graph(offline_components(retriever=Shelf())).invoke({"question": QUESTION})
     assert not {"speculate", "adopt_draft"} & set(nodes(result))
-    assert nodes(result)[:6] == ["prepare", "contextualize", "retrieve", "grade_documents", "refine", "generate"]
+    assert nodes(result)[:7] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                                 "refine", "generate"]

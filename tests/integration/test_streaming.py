@@ -38,7 +38,8 @@ def test_each_step_reports_progress_as_it_runs():
     assert sum(grades["counts"].values()) == 5 and set(grades["counts"]) <= {"correct", "ambiguous", "incorrect"}
     assert texts["generate"].startswith("generating an answer from ")
     assert texts["check_hallucination"] == "groundedness 1.00: grounded"
-    assert [e["node"] for e in events][:2] == ["retrieve", "grade_documents"]
+    assert texts["route_question"] == "route: retrieve"
+    assert [e["node"] for e in events][:3] == ["route_question", "retrieve", "grade_documents"]
 
 
 class FailsFirstDraft:

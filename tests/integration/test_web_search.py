@@ -58,11 +58,26 @@ def test_a_result_without_url_or_content_is_skipped(tavily):
     assert [p["source"] for p in passages] == [ON_TOPIC["url"]]
 
 
+def test_a_question_the_knowledge_base_cannot_cover_searches_the_web_first_then_falls_back_to_it(tavily):
+    question = "Who founded the Zorblax Institute in Reykjavik?"  # no word of its names is in the sample
+    result = graph_for(tavily).invoke({"question": question})
+    nodes = [s["node"] for s in result["trace"]]
+    assert nodes[:5] == ["prepare", "contextualize", "route_question", "web_search", "retrieve"]
+    route = steps(result, "route_question")[0]
+    assert route["decision"] == "web_search" and "zorblax" in route["reason"]
+    assert tavily.requests[0]["query"] == question  # asked as the user asked it: no rewrite before the first search
+    assert steps(result, "web_search")[0]["urls"] == []  # the stand-in's results are off topic: the knowledge base next
+    assert result["decision"] == "abstain"
+    without_web = build_graph(offline_components()).invoke({"question": question})
+    assert steps(without_web, "route_question")[0]["decision"] == "retrieve"
+
+
 def test_web_results_are_graded_and_the_answer_cites_the_url(tavily):
     result = graph_for(tavily).invoke({"question": QUESTION})
 
-    assert [s["node"] for s in result["trace"]][:6] == [
-        "prepare", "contextualize", "retrieve", "grade_documents", "rewrite_query", "web_search"]  # fmt: skip
+    assert [s["node"] for s in result["trace"]][:7] == [
+        "prepare", "contextualize", "route_question", "retrieve", "grade_documents", "rewrite_query",
+        "web_search"]  # fmt: skip
     assert steps(result, "grade_documents")[0]["decision"] == "incorrect"
     (search,) = steps(result, "web_search")
     # Graded like retrieved passages: the penguin page is off topic and does not reach generation.

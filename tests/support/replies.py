@@ -19,6 +19,8 @@ from support.openai_server import Reply, Request
 
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
+_MESSAGE = re.compile(r"^Message: (.*)$", re.M)
+GREETINGS = {"hello", "hi", "thank", "好", "谢谢"}  # what this careful model knows as greetings (question_terms keys)
 
 
 def blocks(text: str, tag: str) -> list[tuple[str, str]]:
@@ -50,6 +52,10 @@ class Plausible:
     def __call__(self, system: str, user: str) -> Any:
         """A dict (JSON) for a grader prompt, a string for the generator."""
         question = question_in(user)
+        if "You route a user's message" in system:
+            message = (_MESSAGE.findall(user) or [""])[-1]
+            chatting = set(question_terms(message)) <= GREETINGS  # nothing but greetings, or no content word at all
+            return {"route": "direct" if chatting else "retrieve", "reason": "greeting" if chatting else "a question"}
         if "Grade every passage" in system:
             return {"grades": [self._verdict(question, ident, text) for ident, text in blocks(user, "passage")]}
         if "Grade the passage" in system:

@@ -4,7 +4,6 @@ a gap: a grounded answer judged unclear, no answer at all, or a question with no
 from __future__ import annotations
 
 from selfcrag.contract import Strip
-
 from selfcrag.nodes.finalize import missing_evidence
 from selfcrag.prompts import messages
 

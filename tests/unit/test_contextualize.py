@@ -70,6 +70,12 @@ def test_a_chain_of_follow_ups_keeps_its_subject():
     assert carry_subject("Is it tracked?", chain).query == "Is it tracked? (express shipping cost)"
 
 
+def test_a_turn_that_was_conversation_names_no_subject_the_one_before_it_carries_on():
+    thanked = [*SHIPPING, Turn(role="user", content="Thanks!"), Turn(role="assistant", content="Hello! I answer ...")]
+    assert carry_subject("And how long does it take to arrive?", thanked).query == \
+        carry_subject("And how long does it take to arrive?", SHIPPING).query
+
+
 def test_nothing_to_carry_leaves_the_question_as_asked():
     rewrite = carry_subject("Why?", [Turn(role="assistant", content="Hello.")])
     assert rewrite.query == "Why?" and rewrite.reason == "no earlier subject to carry into it"

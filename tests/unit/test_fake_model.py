@@ -14,8 +14,16 @@ def test_the_model_backend_answers_with_a_citation():
     assert result["decision"] == "answer" and "30 days" in result["answer"]
     assert result["citations"][0]["doc_id"] == "returns_policy"
     # One call per role, each parsed: no step degraded from a fault.
+    # No route call: the index knows the question's words and there is no web search, so only `retrieve` could come.
     assert sorted(model.calls) == ["answer", "answer_grade", "groundedness", "relevance"]
     assert result["llm_calls"] == 4 and not [s for s in result["trace"] if s.get("error")]
+
+
+def test_a_greeting_is_routed_to_a_direct_reply_with_one_call():
+    model = FakeChatModel()
+    result = build_graph(llm=model).invoke({"question": "Hello!"})
+    assert result["decision"] == "direct" and result["citations"] == [] and model.calls == ["route"]
+    assert [s["node"] for s in result["trace"]] == ["prepare", "contextualize", "route_question", "finalize"]
 
 
 def test_it_abstains_when_nothing_relevant_is_found():

@@ -94,7 +94,8 @@ def nodes_of(result):
 def test_happy_path_answers_once():
     fake = Fixed()
     result = graph_with(fake).invoke({"question": "How long do returns take?"}, context=Context(min_confidence=0.5))
-    assert nodes_of(result) == ["prepare", "contextualize", "retrieve", "grade_documents", "refine", "generate",
+    assert nodes_of(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                                "refine", "generate",
                                 "check_hallucination", "grade_answer", "finalize"]
     assert result["decision"] == "answer"
     assert result["citations"][0]["doc_id"] == "p"
@@ -162,7 +163,8 @@ def test_incorrect_with_web_search_replaces_evidence_with_web_results():
 
     fake.grade = grade
     result = graph_with(fake).invoke({"question": "q"}, context=Context(min_confidence=0.5))
-    assert nodes_of(result)[:7] == ["prepare", "contextualize", "retrieve", "grade_documents", "rewrite_query",
+    assert nodes_of(result)[:8] == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
+                                    "rewrite_query",
                                     "web_search", "generate"]
     assert fake.seen["rewrite_web"] == 1
     assert calls == ["web graded"]

@@ -84,6 +84,8 @@ def test_after_rewrite(kw, expected):
         ({"knowledge": [STRIP]}, "generate"),
         ({"knowledge": []}, "rewrite_query"),
         ({"knowledge": [], "retrieval_rounds": 3}, "finalize"),
+        ({"knowledge": [], "retrieval_rounds": 0}, "retrieve"),  # routed to the web first, found nothing: the kb
+        ({"knowledge": [STRIP], "retrieval_rounds": 0}, "generate"),
     ],
 )
 def test_after_web_search(kw, expected):
@@ -170,3 +172,19 @@ PASSAGE = {"id": "a#1", "doc_id": "a", "chunk_index": 1, "title": "A", "source":
 )
 def test_after_retrieve(kw, expected):
     assert routing.after_retrieve(state(**kw), S) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"route": "direct"}, "finalize"),  # conversation: the reply route_question wrote, no retrieval
+        ({"route": "retrieve"}, "retrieve"),
+        ({"route": "web_search", "web_available": True}, "web_search"),
+        ({"route": "web_search", "web_available": False}, "retrieve"),  # no web search: the knowledge base
+        ({"route": "web_search", "web_available": True, "web_searched": True}, "retrieve"),
+        ({}, "retrieve"),  # no route written (a forged or old thread): retrieve, never lose the question
+        ({"route": "anything else"}, "retrieve"),
+    ],
+)
+def test_after_route(kw, expected):
+    assert routing.after_route(state(**kw), S) == expected

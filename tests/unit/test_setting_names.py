@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from selfcrag.backend import offline_components
 
 from selfcrag import Context, SettingsError, build_graph, setting_names
+from selfcrag.backend import offline_components
 
 ROOT = Path(__file__).parents[2]
 RETURNS = "How many days do I have to return an item?"

@@ -124,9 +124,9 @@ def test_the_bar_is_the_minimum_context_relevance_of_the_domain():
 
 
 def test_no_speculation_unless_the_budget_holds_the_whole_happy_path():
-    assert speculates(retrieved(0.8), Context(max_llm_calls=4), True)  # grading, draft, two checks
-    assert not speculates(retrieved(0.8), Context(max_llm_calls=3), True)
-    assert not speculates(retrieved(0.8), Context(grading="parallel", max_llm_calls=4), True)  # 2 grading calls
+    assert speculates(retrieved(0.8), Context(max_llm_calls=5), True)  # the route, grading, draft, two checks
+    assert not speculates(retrieved(0.8), Context(max_llm_calls=4), True)
+    assert not speculates(retrieved(0.8), Context(grading="parallel", max_llm_calls=5), True)  # 2 grading calls
 
 
 def test_after_the_join_a_kept_draft_goes_to_the_checks_and_a_discarded_one_down_the_normal_path():

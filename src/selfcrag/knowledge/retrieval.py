@@ -175,6 +175,14 @@ class HybridIndex:
     def documents(self) -> int:
         return len({c.doc_id for c in self.chunks})
 
+    def knows(self, token: str) -> bool:
+        """Whether any chunk has this keyword token (offline/router.py: can the index cover a question?)."""
+        return token in self._bm25.vocab
+
+    def titles(self) -> list[str]:
+        """The documents' titles, in index order, each once: what a direct reply says the index covers."""
+        return list(dict.fromkeys(c.title for c in self.chunks if c.title))
+
     @classmethod
     def build(
         cls, chunks: list[Chunk], embedder: Embedder, on_progress: Callable[[int, int], None] | None = None,

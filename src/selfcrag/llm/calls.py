@@ -52,6 +52,7 @@ MAX_TOKENS = {
     "groundedness": 1536,  # repeats each statement of an answer (itself <= 1024) with a verdict and a reason
     "answer_grade": 256,  # a score, what is missing, one reason
     "rewrite": 200,  # one query and one reason
+    "route": 100,  # one route name and a few words of reason
     "refine": 1024,  # id and score of each strip kept (~15 tokens) out of a few dozen candidates
 }
 # A reply longer than this many characters per token of its role's cap is not parsed: English runs ~4 characters

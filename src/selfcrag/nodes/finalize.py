@@ -71,14 +71,14 @@ CLOSE_CALL = 0.1  # two documents this close in relevance: the question may mean
 
 
 def earlier_answers(state: State, settings: Context) -> list[str]:
-    """What the assistant answered before in this thread (abstentions claim nothing), oldest first, within the
-    history's bounds (`recent_messages`)."""
+    """What the assistant answered before in this thread (abstentions and direct replies claim nothing), oldest
+    first, within the history's bounds (`recent_messages`)."""
     found = []
     for message, text in recent_messages(state, settings):
         kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", "")
         extra = message.get("additional_kwargs", {}) if isinstance(message, dict) else message.additional_kwargs
         content = message.get("content") if isinstance(message, dict) else message.content
-        if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain",):
+        if kind == "ai" and isinstance(content, str) and (extra or {}).get("decision") not in ("abstain", "direct"):
             found.append(text)
     return found[::-1]
 
@@ -116,9 +116,22 @@ def most_confident(state: State, settings: Context) -> tuple[State, list[dict[st
     return as_judged(state, kept[best]), scored
 
 
+def direct(state: State) -> dict[str, Any]:
+    """The close of a run route_question answered directly: its reply, no citations, no scores (nothing was looked
+    up, so nothing is measured; the previous turn's scores of a thread must not show beside it)."""
+    scores = {name: 0.0 for name in TRIAD}
+    return {"answer": state.get("answer") or "", "citations": [], "decision": "direct", "scores": scores,
+            "confidence": 0.0, "confidence_explanation": {}, "quality": {"thresholds": {}, "passed": True, "below": []},
+            "contradictions": [], "clarifying_question": "", "missing": "",
+            "trace": [{"node": "finalize", "decision": "direct", "reason": "a reply to conversation, not an answer "
+                       "from the knowledge base", "scores": scores, "draft": "", "drafts": []}]}  # fmt: skip
+
+
 def make(components: Components) -> NodeFunction:
     def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
+        if state.get("route") == "direct":
+            return closed(state, runtime, settings, direct(state))
         trace = list(state.get("trace") or [])
         state, considered = most_confident(state, settings)
         language = language_of(state.get("question", ""))
@@ -190,13 +203,17 @@ def make(components: Components) -> NodeFunction:
             update |= review_case.sealed_state(trace + update["trace"])
         elif review_case.must_seal():
             review_case.release()  # an earlier run of this thread held a draft; this one did not
-        # The run's counts as its ledger kept them, whatever a client wrote to the thread's state.
-        ledger = ledger_of(state, runtime, settings)
-        counts = {"llm_calls": ledger.calls, "tokens": ledger.tokens}
-        update |= {name: Overwrite(value) for name, value in counts.items()}
-        runs.record({**state, **counts}, update, settings.domain)  # the quality monitor; never fails the run
-        forget(state, runtime)  # no node of this run counts any more
-        # A case for human review ends in human_review, once a person has decided.
-        return update if decision == "human_review" else close_run(state, update)
+        return closed(state, runtime, settings, update)
 
     return finalize
+
+
+def closed(state: State, runtime: Runtime[Context], settings: Context, update: dict[str, Any]) -> dict[str, Any]:
+    """The update with the run's counts as its ledger kept them (whatever a client wrote to the thread's state),
+    recorded for the quality monitor; a case for human review ends in human_review, once a person has decided."""
+    ledger = ledger_of(state, runtime, settings)
+    counts = {"llm_calls": ledger.calls, "tokens": ledger.tokens}
+    update |= {name: Overwrite(value) for name, value in counts.items()}
+    runs.record({**state, **counts}, update, settings.domain)  # the quality monitor; never fails the run
+    forget(state, runtime)  # no node of this run counts any more
+    return update if update["decision"] == "human_review" else close_run(state, update)

@@ -128,6 +128,7 @@ def make(components: Components) -> NodeFunction:
             **_question_message(state, question),
             "question": question,
             "asked": "",
+            "route": "",
             "query": question,
             "web_query": "",
             "documents": [],

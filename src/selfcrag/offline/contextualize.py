@@ -21,6 +21,7 @@ from functools import lru_cache
 from selfcrag.contract import Rewrite, Turn
 from selfcrag.data_sections import read_sections
 from selfcrag.language import has_cjk, language_of
+from selfcrag.offline.router import nothing_to_look_up
 from selfcrag.text.terms import key_terms, question_terms
 from selfcrag.text.text import QUESTION_WORDS, STOPWORDS, term, words
 
@@ -114,11 +115,12 @@ def depends_on_thread(question: str, history: list[Turn]) -> str:
 
 def earlier_subject(history: list[Turn]) -> list[str]:
     """The subject terms of the conversation so far: the last user turn's own, plus those it leaned on when it
-    was itself a follow-up."""
+    was itself a follow-up. A turn that was conversation ("Thanks!", offline/router.py) names no subject: the
+    one before it carries on."""
     subject: list[str] = []
     earlier: list[Turn] = []
     for turn in history:
-        if turn["role"] == "user":
+        if turn["role"] == "user" and not nothing_to_look_up(turn["content"]):
             own = subject_terms(turn["content"])
             leaned = depends_on_thread(turn["content"], earlier)
             subject = (own + [t for t in subject if t not in own]) if leaned else own

@@ -53,6 +53,13 @@ PHRASES: dict[str, dict[Language, str]] = {
     "unclear_answer": {"en": "the answer the passages found support does not clearly answer the question",
                        "zh": "找到的段落所支持的回答没有明确回答这个问题"},
     "no_supported_answer": {"en": "no passage found supports an answer", "zh": "找到的段落都不足以支持回答"},
+    # The reply to a greeting or a question about the assistant (offline/router.py): what it does, no claim.
+    "direct_reply": {"en": "Hello! I answer questions from my knowledge base, citing the documents I used. "
+                           "What would you like to know?",
+                     "zh": "你好！我根据知识库中的文档回答问题，并注明出处。您想了解什么？"},
+    "direct_reply_topics": {"en": "Hello! I answer questions from my knowledge base, citing the documents I used; "
+                                  "it covers topics such as {}. What would you like to know?",
+                            "zh": "你好！我根据知识库中的文档回答问题，并注明出处；知识库包括{}等内容。您想了解什么？"},
     "awaits_review": {"en": "This answer awaits review by a person; it will be shown once it is reviewed.",
                       "zh": "这个回答正在等待人工审核，审核通过后才会显示。"},
 }
