@@ -9,7 +9,7 @@ LangGraph server and Studio without custom encoders.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, NotRequired, Protocol
+from typing import TYPE_CHECKING, Literal, NotRequired, Protocol, runtime_checkable
 
 import numpy as np
 from typing_extensions import TypedDict
@@ -145,6 +145,21 @@ class Route(ModelUse):
 
 class Retriever(Protocol):
     def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
+
+
+@runtime_checkable
+class Vocabulary(Protocol):
+    """What an index tells the router (offline/router.py) of its coverage without a search: both built-in indexes
+    (the directory's and PostgreSQL's) have it; an index without it (a LangChain retriever) never routes to the web
+    and its direct reply names no topics."""
+
+    def knows(self, token: str) -> bool:
+        """Whether any chunk has this keyword token (text.keyword_tokens)."""
+        ...
+
+    def titles(self, limit: int) -> list[str]:
+        """The first `limit` documents' titles, in index order, each once."""
+        ...
 
 
 class RelevanceGrader(Protocol):

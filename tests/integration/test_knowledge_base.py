@@ -20,11 +20,14 @@ import pytest
 from langchain_core.documents import Document
 from support.knowledge_base import new_database
 from support.quellport import BRIDGES, BRIDGES_NOW, FERRY, TIDES, Counting, folder
+from support.tavily_server import TavilyTestServer
 
-from selfcrag import Context, ask, build_graph, ingest, load_index
+from selfcrag import Context, ask, build_graph, ingest, load_index, offline_components
 from selfcrag.errors import IngestError
 from selfcrag.home import is_postgres
 from selfcrag.knowledge.embeddings import default_embedder
+from selfcrag.text.text import keyword_tokens
+from selfcrag.web_search import TavilyWebSearch
 
 ERRORS = "# Error codes\n\nError E1042 means the payment card was declined by the bank; try another card."
 REFUNDS_ZH = "# 退款\n\n退款会在五个工作日内退回到原支付方式。礼品卡购买的订单退回为礼品卡余额。"
@@ -73,6 +76,54 @@ def test_both_backends_return_the_same_passages_and_scores(pgvector_url: str, tm
         assert [p["score"] for p in a] == pytest.approx([p["score"] for p in b], abs=1e-4), query
         assert [(p.get("vector_rank"), p.get("keyword_rank")) for p in a] == [
             (p.get("vector_rank"), p.get("keyword_rank")) for p in b], query
+
+
+def test_both_backends_know_the_same_words_and_titles(pgvector_url: str, tmp_path: Path) -> None:
+    texts = {"tides.md": TIDES, "ferry.md": FERRY, "errors.md": ERRORS, "refunds_zh.md": REFUNDS_ZH}
+    docs = folder(tmp_path / "docs", texts)
+    directory, database = str(tmp_path / "index"), new_database(pgvector_url)
+    ingest(docs, directory)
+    ingest(docs, database)
+    a, b = load_index(directory), load_index(database)
+    words = {t for text in texts.values() for t in keyword_tokens(text)}
+    asked = sorted(words | {"zorblax", "reykjavik", "e1043", "退货", "tide", "tides"})
+    assert [t for t in asked if a.knows(t)] == [t for t in asked if b.knows(t)] == sorted(words)
+    assert b.knows("e1042") and b.knows("退款") and not b.knows("zorblax")
+    assert a.titles(10) == b.titles(10) == ["Error codes", "Ferry", "退款", "Tides"]  # ingest order
+    assert a.titles(2) == b.titles(2) == ["Error codes", "Ferry"]
+    ingest(folder(tmp_path / "more", {"bridges.md": BRIDGES}), database, append=True)
+    ingest(folder(tmp_path / "more", {"bridges.md": BRIDGES}), directory, append=True)
+    assert load_index(directory).titles(10) == b.titles(10) == ["Error codes", "Ferry", "退款", "Tides", "Bridges"]
+    assert b.knows("amsel") and load_index(directory).knows("amsel")
+
+
+def steps(result: dict, node: str) -> list[dict]:
+    return [s for s in result["trace"] if s["node"] == node]
+
+
+def test_the_graph_greets_naming_the_titles_and_sends_names_the_location_never_mentions_to_the_web(
+        kb_location: str, tmp_path: Path) -> None:
+    ingest(folder(tmp_path / "docs", {"tides.md": TIDES, "ferry.md": FERRY, "refunds_zh.md": REFUNDS_ZH}),
+           kb_location)
+    graph = build_graph(settings=Context(index_dir=kb_location))
+    hello = graph.invoke({"question": "Hello!"})
+    assert (hello["decision"], steps(hello, "route_question")[0]["decision"]) == ("direct", "direct")
+    assert "topics such as Ferry, Tides" in hello["answer"] and hello["citations"] == []
+    assert "退款" in graph.invoke({"question": "你好"})["answer"]  # the titles in the question's language first
+
+    question = "Who founded the Zorblax Institute in Reykjavik?"  # no word of its names is in these documents
+    with TavilyTestServer([]) as tavily:
+        web = TavilyWebSearch(api_key=tavily.api_key, api_base_url=tavily.url, timeout=5.0)
+        graph = build_graph(offline_components(web=web), settings=Context(index_dir=kb_location))
+        result = graph.invoke({"question": question})
+        nodes = [s["node"] for s in result["trace"]]
+        assert nodes[:5] == ["prepare", "contextualize", "route_question", "web_search", "retrieve"]
+        route = steps(result, "route_question")[0]
+        assert route["decision"] == "web_search" and "zorblax" in route["reason"]
+        assert tavily.requests[0]["query"] == question
+        covered = graph.invoke({"question": "How often does the ferry to Ostholm leave?"})
+        assert steps(covered, "route_question")[0]["decision"] == "retrieve"  # the location knows these words
+        assert covered["citations"][0]["doc_id"] == "ferry"
 
 
 def test_append_embeds_only_new_and_changed_documents_and_unchanged_keep_their_vectors(

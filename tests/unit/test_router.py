@@ -31,8 +31,8 @@ class Index:
     def knows(self, token: str) -> bool:
         return token in self.vocabulary
 
-    def titles(self) -> list[str]:
-        return self._titles
+    def titles(self, limit: int) -> list[str]:
+        return self._titles[:limit]
 
 
 SHOP = Index("Returns are accepted within 30 days. Express shipping costs $15. The Plus plan costs $9 a month.",

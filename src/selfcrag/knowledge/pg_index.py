@@ -230,8 +230,8 @@ def close_pools() -> None:
 
 
 class PgIndex:
-    """A knowledge base in PostgreSQL. Implements `Retriever`, and offers what the directory index offers the
-    graders (`text_vectors`) and an append (`stored_vectors`)."""
+    """A knowledge base in PostgreSQL. Implements `Retriever` and `Vocabulary`, and offers what the directory index
+    offers the graders (`text_vectors`) and an append (`stored_vectors`)."""
 
     def __init__(self, url: str, embedder: Embedder) -> None:
         self.url = url
@@ -289,6 +289,26 @@ class PgIndex:
     def documents(self) -> int:
         with self.snapshot() as conn:
             return int(conn.execute("SELECT count(*) FROM selfcrag_kb_documents").fetchone()[0])
+
+    def knows(self, token: str) -> bool:
+        """Whether any chunk has this keyword token: one primary-key lookup in the terms table (a term leaves it when
+        its last posting does, pg_ingest._remove)."""
+        with self.snapshot() as conn:
+            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM selfcrag_kb_terms WHERE term = %s)",
+                                     (token,)).fetchone()[0])
+
+    def titles(self, limit: int) -> list[str]:
+        """The first `limit` documents' titles in ingest order, each once (a replaced document's chunks are new rows:
+        it moves to the end). A server-side cursor over the chunks' primary key, read until `limit` are found: the
+        cost grows with `limit`, not with the knowledge base."""
+        found: dict[str, None] = {}
+        with self.snapshot() as conn, conn.cursor(name="selfcrag_titles") as cursor:
+            cursor.execute("SELECT title FROM selfcrag_kb_chunks WHERE chunk_index = 0 AND title <> '' ORDER BY row")
+            for (title,) in cursor:
+                if len(found) >= limit:
+                    break
+                found[title] = None
+        return list(found)
 
     def retrieve(self, query: str, settings: Context) -> list[Passage]:
         if not query or not query.strip():

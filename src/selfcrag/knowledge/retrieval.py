@@ -176,12 +176,19 @@ class HybridIndex:
         return len({c.doc_id for c in self.chunks})
 
     def knows(self, token: str) -> bool:
-        """Whether any chunk has this keyword token (offline/router.py: can the index cover a question?)."""
+        """Whether any chunk has this keyword token (contract.Vocabulary: can the index cover a question?)."""
         return token in self._bm25.vocab
 
-    def titles(self) -> list[str]:
-        """The documents' titles, in index order, each once: what a direct reply says the index covers."""
-        return list(dict.fromkeys(c.title for c in self.chunks if c.title))
+    def titles(self, limit: int) -> list[str]:
+        """The first `limit` documents' titles, in index order, each once: what a direct reply says the index
+        covers (contract.Vocabulary)."""
+        found: dict[str, None] = {}
+        for chunk in self.chunks:
+            if len(found) >= limit:
+                break
+            if chunk.title:
+                found[chunk.title] = None
+        return list(found)
 
     @classmethod
     def build(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from selfcrag.contract import Route
+from selfcrag.contract import Route, Vocabulary
 from selfcrag.data_sections import read_sections
 from selfcrag.language import Language, has_cjk, language_of
 from selfcrag.prompts import messages
@@ -36,6 +36,9 @@ DIRECT_MAX_WORDS = 12
 # adds (benchmarks/route_questions.py measures the choice: 2/3 routed 14 of HaluEval's 500 answerable questions away).
 COVERED_SHARE = 0.5
 TOPICS_SHOWN = 5  # knowledge-base titles a direct reply names: enough to say what it covers, short enough to read
+# Titles those are chosen from (the question's language first): a bound, so a greeting costs a knowledge base of a
+# million documents what it costs one of a hundred; a language whose documents all come later is not named.
+TITLES_READ = 100
 
 
 @lru_cache(maxsize=1)
@@ -104,9 +107,8 @@ def _known(word: str, knows: Callable[[str], bool]) -> bool:
 
 
 def vocabulary_of(index: Any) -> Callable[[str], bool] | None:
-    """The index's `knows(token)` (the built-in index's keyword vocabulary), or None for an index without one."""
-    knows = getattr(index, "knows", None)
-    return knows if callable(knows) else None
+    """The index's `knows(token)` (contract.Vocabulary: both built-in indexes), or None for an index without one."""
+    return index.knows if isinstance(index, Vocabulary) else None
 
 
 def indexed_content(question: str, index: Any) -> list[str]:
@@ -132,10 +134,9 @@ class OfflineRouter:
 
 
 def topics(index: Any, language: Language, n: int = TOPICS_SHOWN) -> list[str]:
-    """Titles of the knowledge base's documents, those in the question's language first (the index's `titles()`;
-    none for an index without it)."""
-    titles = getattr(index, "titles", None)
-    every = list(titles()) if callable(titles) else []
+    """Titles of the knowledge base's first TITLES_READ documents, those in the question's language first (none
+    for an index without a `Vocabulary`)."""
+    every = index.titles(max(n, TITLES_READ)) if isinstance(index, Vocabulary) else []
     return ([t for t in every if language_of(t) == language] or every)[:n]
 
 
