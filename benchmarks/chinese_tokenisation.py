@@ -129,6 +129,8 @@ def main() -> int:
 
     from importlib import resources
 
+    from provenance import provenance
+
     from selfcrag import Context, build_graph, offline_components
     from selfcrag.components import text
     from selfcrag.components.bm25 import BM25
@@ -136,6 +138,7 @@ def main() -> int:
     from selfcrag.components.embeddings import default_embedder
     from selfcrag.components.retrieval import HybridIndex, index_text
 
+    origin = provenance()  # the code as the run began
     records = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [(r["question"], r["doc_id"]) for r in records if r["answerable"]] + RETRIEVAL_ONLY
     expected = [doc for _, doc in queries]
@@ -200,7 +203,7 @@ def main() -> int:
         print(line)
     print("load ms: jieba builds its dictionary once per process, so only the first jieba row pays it.")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"questions": len(queries), "chunks": len(chunks), "tokenisers": results},
+    args.out.write_text(json.dumps({**origin, "questions": len(queries), "chunks": len(chunks), "tokenisers": results},
                                    ensure_ascii=False, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

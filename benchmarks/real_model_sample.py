@@ -26,11 +26,11 @@ from typing import Any
 
 import httpx
 from langchain_core.callbacks import BaseCallbackHandler
+from provenance import provenance
 
 from selfcrag import build_graph
 from selfcrag.components.backend import model_components
 from selfcrag.context import Context
-from selfcrag.evaluation.calibrate import git_commit
 from selfcrag.evaluation.questions import contains_gold
 
 ROOT = Path(__file__).parents[1]
@@ -93,7 +93,7 @@ def main() -> None:
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     done = {(r["question"], r["system"]) for r in records}
     process, url = start_server()
-    commit, command = git_commit(), " ".join(["benchmarks/real_model_sample.py", *sys.argv[1:]])
+    origin = provenance()  # the code as the run began
     try:
         settings = {"backend": "model", "generator_model": f"openai:{MODEL}", "base_url": url, "llm_timeout": 900,
                     "run_timeout": 3600}  # fmt: skip
@@ -130,7 +130,7 @@ def main() -> None:
                           "client_cpu_s": round(time.process_time() - cpu, 2),
                           "server_cpu_s": round(server_cpu(process.pid) - served, 2),
                           "wall_s": round(time.perf_counter() - wall, 1),
-                          "commit": commit, "command": command}  # fmt: skip
+                          **origin}  # fmt: skip
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
