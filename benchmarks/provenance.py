@@ -22,12 +22,14 @@ def _git(*args: str) -> str:
 
 
 def provenance(argv: list[str] | None = None, script: str | None = None) -> dict[str, object]:
-    """`commit` (HEAD, "unknown" outside a git checkout), `dirty` (tracked files differ from it) and `command`:
-    the script as run from the project root with its arguments (`argv`, default this process's own)."""
+    """`commit` (HEAD, "unknown" outside a git checkout), `dirty` (tracked files other than results differ from it:
+    the code measured is not the commit's) and `command`: the script as run from the project root with its
+    arguments (`argv`, default this process's own)."""
     name = Path(script or sys.argv[0]).name
     args = sys.argv[1:] if argv is None else argv
     command = shlex.join([f"benchmarks/{name}", *args])
     head = _git("rev-parse", "HEAD")
     if not head:
         return {"commit": "unknown (not run in a git checkout)", "dirty": "unknown", "command": command}
-    return {"commit": head, "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "command": command}
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
+    return {"commit": head, "dirty": bool(changed), "command": command}
