@@ -146,9 +146,10 @@ def combined(rows: list[dict]) -> dict:
 
 
 def paired_ratios(arms: dict[str, dict]) -> dict[str, dict]:
-    """Per round, an arm's CPU over the fp32 floor's and this tree's over main's, and the median of those ratios:
-    the two ran in the same round, under the same load."""
-    pairs = [(arm, "floor fp32") for arm in arms if arm != "floor fp32"] + [("this tree", "main")]
+    """Per round, an arm's CPU over the fp32 floor's, and this tree's over main's and over its own without stored
+    vectors, and the median of those ratios: the two ran in the same round, under the same load."""
+    pairs = [(arm, "floor fp32") for arm in arms if arm != "floor fp32"]
+    pairs += [("this tree", "main"), ("this tree", "this tree, chunks only")]  # vs main; what storing vectors costs
     out = {}
     for a, b in pairs:
         if "cpu_s_rounds" in arms.get(a, {}) and "cpu_s_rounds" in arms.get(b, {}):
