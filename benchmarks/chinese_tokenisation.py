@@ -172,7 +172,7 @@ def main() -> int:
             shipped = [doc_order([p["id"] for p in index.retrieve(q, settings)]) for q, _ in queries]
             row = {"bm25": ranks(keyword, expected), "fused": ranks(fused, expected),
                    "shipped": ranks(shipped, expected),
-                   "vocabulary": len(bm25.postings), "tokenise_ms": round(tokenise_ms, 1),
+                   "vocabulary": len(bm25.terms), "tokenise_ms": round(tokenise_ms, 1),
                    "load_ms": round(1000 * load_seconds, 1)}
             if args.graph:
                 graph = build_graph(offline_components(retriever=index, embedder=embedder))

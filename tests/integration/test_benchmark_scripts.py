@@ -41,3 +41,13 @@ def test_retrieval_scale_runs_small(tmp_path):
     assert {row["chunks"] for row in result["vector"]} == {2000}
     assert result["command"].startswith("benchmarks/retrieval_scale.py --sizes 2000")
     assert len(result["commit"]) == 40 and isinstance(result["dirty"], bool)
+
+
+def test_chinese_tokenisation_runs(tmp_path):
+    """The sample only (a few seconds of CPU): it broke unseen when BM25 moved to arrays (`postings` went away)."""
+    out = tmp_path / "chinese_tokenisation.json"
+    done = script(str(BENCHMARKS / "chinese_tokenisation.py"), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {"characters", "character pairs"} <= set(result["tokenisers"]), result["tokenisers"].keys()
+    assert all(row["vocabulary"] > 0 for row in result["tokenisers"].values())
