@@ -1,5 +1,5 @@
 """The evaluation's two systems pay for their own embeddings: plain RAG embeds each question itself instead of
-finding the vector the graph's run left in the shared embedding cache (which made plain's CPU read ~2.6x low)."""
+finding the vector the graph's run left in the shared embedding cache (which made plain's CPU read 3-7x low)."""
 
 from __future__ import annotations
 
