@@ -11,6 +11,7 @@ compare by value: 三十 = 30). Prints a table, writes benchmarks/results/biling
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -66,7 +67,14 @@ def run(questions: list[dict]) -> tuple[dict, list[dict]]:
 
 
 def main() -> int:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bilingual_sample.json")
+    args = cli.parse_args()
+    from provenance import provenance
+
     from selfcrag import ask
+
+    origin = provenance()
 
     ask("warm up: load the model and the sample index")
     results = {lang: run(load_jsonl(path)) for lang, path in SETS.items()}
@@ -83,9 +91,9 @@ def main() -> int:
         for r in rows:
             if r["hit"] != r["answerable"] or (not r["answerable"] and r["decision"] != "abstain"):
                 print(f"  miss [{lang}] {r['question']} -> {r['decision']} {r['cited']}", file=sys.stderr)
-    out = ROOT / "benchmarks" / "results" / "bilingual_sample.json"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({lang: {"summary": s, "rows": r} for lang, (s, r) in results.items()},
+    out.write_text(json.dumps({**origin, **{lang: {"summary": s, "rows": r} for lang, (s, r) in results.items()}},
                               ensure_ascii=False, indent=2))
     print(f"wrote {out}", file=sys.stderr)
     return 0

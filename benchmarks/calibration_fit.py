@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
 
+    from provenance import provenance as provenance_of_run
+
+    run_origin = provenance_of_run(argv, __file__)  # the code as the run began
+
     from selfcrag.evaluation.calibrate import (
         cost_table,
         fit,
@@ -192,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
-               "cpu_seconds": cpu, "command": command, "git_commit": origin["git_commit"]}
+               "cpu_seconds": cpu, "questions": command, **run_origin}
     (RESULTS / "calibration_fit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 

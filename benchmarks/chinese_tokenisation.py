@@ -129,6 +129,8 @@ def main() -> int:
 
     from importlib import resources
 
+    from provenance import provenance
+
     from selfcrag import Context, build_graph, offline_components
     from selfcrag.knowledge.bm25 import BM25
     from selfcrag.knowledge.documents import chunk_documents, load_documents
@@ -136,6 +138,7 @@ def main() -> int:
     from selfcrag.knowledge.retrieval import HybridIndex, index_text
     from selfcrag.text import text
 
+    origin = provenance()  # the code as the run began
     records = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [(r["question"], r["doc_id"]) for r in records if r["answerable"]] + RETRIEVAL_ONLY
     expected = [doc for _, doc in queries]
@@ -169,7 +172,7 @@ def main() -> int:
             shipped = [doc_order([p["id"] for p in index.retrieve(q, settings)]) for q, _ in queries]
             row = {"bm25": ranks(keyword, expected), "fused": ranks(fused, expected),
                    "shipped": ranks(shipped, expected),
-                   "vocabulary": len(bm25.postings), "tokenise_ms": round(tokenise_ms, 1),
+                   "vocabulary": len(bm25.terms), "tokenise_ms": round(tokenise_ms, 1),
                    "load_ms": round(1000 * load_seconds, 1)}
             if args.graph:
                 graph = build_graph(offline_components(retriever=index, embedder=embedder))
@@ -200,7 +203,7 @@ def main() -> int:
         print(line)
     print("load ms: jieba builds its dictionary once per process, so only the first jieba row pays it.")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"questions": len(queries), "chunks": len(chunks), "tokenisers": results},
+    args.out.write_text(json.dumps({**origin, "questions": len(queries), "chunks": len(chunks), "tokenisers": results},
                                    ensure_ascii=False, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

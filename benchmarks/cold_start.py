@@ -1,12 +1,14 @@
 """Cold start: `selfcrag ask` on the bundled sample vs `python -c "import langgraph.graph"` (the floor), same run.
 
-    .venv/bin/python benchmarks/cold_start.py [--runs 5] [--question "..."] [--before /work/main/src]
+    .venv/bin/python benchmarks/cold_start.py [--runs 5] [--question "..."] [--before /work/main/src] [--goal-s S]
 
 Each command runs `--runs` times, alternating (so load on the shared machine hits all alike), each a fresh
 process; each source tree has its own SELFCRAG_HOME (the sample index cached there by one unmeasured run first, as
 on a user's machine after the first question). CPU is the child's user + system time (`RUSAGE_CHILDREN`), wall is
 `perf_counter`; medians of each. `--before DIR` also runs another checkout's code (main's `src`) alternately.
-`python -X importtime` of the ask names what its imports cost. Writes benchmarks/results/cold_start.json.
+`python -X importtime` of the ask names what its imports cost. `--goal-s S`: the CPU seconds a cold ask is meant
+to take; the file and the table say whether the median met it (`goal_s`, `met`; null when no goal was given).
+Writes benchmarks/results/cold_start.json.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from provenance import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,8 +68,10 @@ def main() -> int:
     cli.add_argument("--question", default="How long do refunds take?")
     cli.add_argument("--src", type=Path, default=ROOT / "src", help="the selfcrag source to run")
     cli.add_argument("--before", type=Path, help="another checkout's src (e.g. main's), run alternately as well")
+    cli.add_argument("--goal-s", type=float, help="CPU seconds a cold `selfcrag ask` is meant to take (median)")
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cold_start.json")
     args = cli.parse_args()
+    origin = provenance()  # the code as the run began
     ask = [sys.executable, "-c", "import sys; from selfcrag.cli import main; sys.exit(main())", "ask", args.question]
     commands = {"selfcrag ask": (ask, environment(args.src)),
                 "import langgraph.graph": ([sys.executable, "-c", "import langgraph.graph"], environment(args.src))}
@@ -78,7 +84,7 @@ def main() -> int:
     for _ in range(args.runs):
         for name, (command, env) in commands.items():
             samples[name].append(measured(command, env))
-    result: dict = {"src": str(args.src), "before": str(args.before or ""), "runs": args.runs,
+    result: dict = {**origin, "src": str(args.src), "before": str(args.before or ""), "runs": args.runs,
                     "question": args.question}
     print(f"{'command':<24}{'CPU med s':>10}{'wall med s':>11}")
     for name, rows in samples.items():
@@ -89,6 +95,13 @@ def main() -> int:
     floor = result["import langgraph.graph"]["cpu_s_median"]
     result["ask_over_floor_cpu"] = round(result["selfcrag ask"]["cpu_s_median"] / max(floor, 1e-6), 2)
     print(f"selfcrag ask = {result['ask_over_floor_cpu']}x the floor's CPU")
+    ask_cpu = result["selfcrag ask"]["cpu_s_median"]
+    result["goal_s"] = args.goal_s
+    result["met"] = None if args.goal_s is None else ask_cpu <= args.goal_s
+    if args.goal_s is None:
+        print("goal: none given (--goal-s)")
+    else:
+        print(f"goal: {args.goal_s:g} s CPU; measured {ask_cpu:.2f} s: {'met' if result['met'] else 'NOT met'}")
     result["ask_imports"] = heaviest_imports(*commands["selfcrag ask"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

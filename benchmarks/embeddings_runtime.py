@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import require  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -243,6 +244,7 @@ def main() -> int:
         }
 
     report = {
+        **provenance(),
         "texts": {"chunks": len(texts), "questions": len(questions), "cpus": os.cpu_count()},
         "runtimes": {r: {k: v for k, v in res.items() if k not in ("vectors", "query_vectors")}
                      for r, res in results.items()},

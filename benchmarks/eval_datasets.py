@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import require  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
@@ -178,9 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             *(("squad2/dev-v2.0.json", "squad2/dev_sample_200.jsonl") if splits else ()))
 
     from selfcrag.cli import main as selfcrag
-    from selfcrag.evaluation.calibrate import git_commit
-
-    argv_used = sys.argv[1:] if argv is None else argv
+    origin = provenance(sys.argv[1:] if argv is None else argv, __file__)  # the code as the run began
 
     work = Path(tempfile.mkdtemp(prefix="selfcrag-eval-splits-"))
     table = {}
@@ -195,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             return code
         table[name] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         # What produced these figures, beside them: the code's commit and this script's own command line.
-        table[name]["run"] |= {"git_commit": git_commit(),
-                               "command": " ".join(["benchmarks/eval_datasets.py", *argv_used])}
+        table[name]["run"] |= origin
         (out / "metrics.json").write_text(json.dumps(table[name], indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(work, ignore_errors=True)
 

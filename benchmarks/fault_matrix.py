@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from faults import calls, documents, indexes, server, threads  # noqa: E402, F401 - importing registers the cases
 from faults.core import CASES, COLUMNS, MEANING, ROOT, Outcome, run_case  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 
 def commit() -> dict[str, object]:
@@ -41,8 +42,7 @@ def commit() -> dict[str, object]:
 
     import selfcrag
 
-    return {"commit": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+    return {**provenance(), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
             "selfcrag_from": str(Path(selfcrag.__file__).parent)}  # fmt: skip
 
 
@@ -85,7 +85,6 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
         **measured,
-        "command": " ".join(["benchmarks/fault_matrix.py", *sys.argv[1:]]),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "columns": MEANING,

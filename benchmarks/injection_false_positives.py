@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import require  # noqa: E402
+from provenance import provenance  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
 from selfcrag.quality.injection import scan  # noqa: E402
@@ -54,7 +55,9 @@ def detection(name: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "injection_false_positives.json")
     args = parser.parse_args()
+    origin = provenance()
     require(args.datasets, "squad2/dev_sample_corpus.jsonl", "halueval/qa_500_corpus.jsonl", "halueval/qa_500.jsonl")
     kb = sorted((ROOT / "src" / "selfcrag" / "data" / "sample_kb").rglob("*.md"))
     squad = load_jsonl(args.datasets / "squad2" / "dev_sample_corpus.jsonl")
@@ -81,10 +84,10 @@ def main() -> None:
               f"{row['look_alikes']} look-alikes flagged")
         for text in row["missed"] + row["false_alarms"]:
             print(f"  {'missed' if text in row['missed'] else 'false alarm'}: {text[:120]}")
-    out = ROOT / "benchmarks" / "results" / "injection_false_positives.json"
-    out.write_text(json.dumps({"corpora": rows, "phrasings": sets}, ensure_ascii=False, indent=1) + "\n",
+    out = args.out
+    out.write_text(json.dumps({**origin, "corpora": rows, "phrasings": sets}, ensure_ascii=False, indent=1) + "\n",
                    encoding="utf-8")
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from typing_extensions import TypedDict
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test server and the scripted model live with the tests
 
+from provenance import provenance  # noqa: E402
 from support.openai_server import OpenAIServer, Reply, Request  # noqa: E402
 from support.replies import Plausible, on_topic  # noqa: E402
 
@@ -229,7 +230,7 @@ def main() -> int:
     cli.add_argument("--questions", type=int, default=len(QUESTIONS))
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "model_roundtrips.json")
     args = cli.parse_args()
-    questions = QUESTIONS[: args.questions]
+    questions, origin = QUESTIONS[: args.questions], provenance()
 
     from selfcrag.knowledge.embeddings import default_embedder
     from selfcrag.knowledge.loaded_indexes import index_for
@@ -264,7 +265,7 @@ def main() -> int:
               f"{r['median_round_trips']:>8g}{r['calls']:>7}{r['tokens']:>8}{kept:>13}"
               f"{r['vs_baseline']['median_seconds']:>7.2f}x{r['vs_baseline']['token_share']:>7.2f}x")  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"latency_seconds": args.latency, "results": results}, indent=2) + "\n",
+    args.out.write_text(json.dumps({**origin, "latency_seconds": args.latency, "results": results}, indent=2) + "\n",
                         encoding="utf-8")  # fmt: skip
     print(f"\nwrote {args.out}")
     return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import require  # noqa: E402
+from provenance import provenance  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, contains_gold, load_jsonl  # noqa: E402
 
 
@@ -185,7 +186,7 @@ def main() -> int:
         halu = halu[: args.limit]
         squad_records = ([r for r in squad_records if not r["is_impossible"]][: args.limit]
                          + [r for r in squad_records if r["is_impossible"]][: args.limit])
-    results = {"embedder": embedder.name, "halueval_qa": halueval(halu, embedder, settings),
+    results = {**provenance(), "embedder": embedder.name, "halueval_qa": halueval(halu, embedder, settings),
                "squad2_dev_sample": squad(squad_records, embedder, settings),
                "sample_kb": sample_kb(ROOT / "tests" / "data" / "sample_questions.jsonl", embedder, settings)}
     for section in ("halueval_qa", "squad2_dev_sample", "sample_kb"):

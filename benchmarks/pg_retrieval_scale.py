@@ -27,8 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
+from provenance import provenance  # noqa: E402
+
 from selfcrag import Context  # noqa: E402
-from selfcrag.evaluation.calibrate import git_commit  # noqa: E402
 from selfcrag.knowledge import pg_index, vector_index  # noqa: E402
 from selfcrag.knowledge.bm25 import BM25  # noqa: E402
 from selfcrag.knowledge.documents import Chunk  # noqa: E402
@@ -163,7 +164,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "pg_retrieval_scale.json")
     args = parser.parse_args()
+    origin = provenance()  # the code as the run began
     from support.knowledge_base import new_database
     from support.postgres import pgvector_server
 
@@ -176,10 +179,8 @@ def main() -> int:
             results.append(run(size, args.queries, new_database(server)))
             print(json.dumps(results[-1]), flush=True)
             pg_index.close_pools()
-    out = ROOT / "benchmarks" / "results" / "pg_retrieval_scale.json"
-    out.parent.mkdir(exist_ok=True)
-    command = " ".join(["benchmarks/pg_retrieval_scale.py", *sys.argv[1:]])
-    out.write_text(json.dumps({"commit": git_commit(), "command": command, "results": results}, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**origin, "results": results}, indent=2) + "\n")
     return 0
 
 

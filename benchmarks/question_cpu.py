@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import require  # noqa: E402
+from provenance import provenance  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
 
@@ -181,6 +182,7 @@ def main() -> int:
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "question_cpu.json")
     args = cli.parse_args()
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl")
+    origin = provenance()  # the code as the run began
 
     from selfcrag import Context, build_graph
     from selfcrag.backend import offline_components
@@ -250,7 +252,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"id": q["id"], **{arm.name: {k: v for k, v in arm.rows[i].items() if k != "id"} for arm in arms}}
             for i, q in enumerate(questions)]
-    args.out.write_text(json.dumps({"index": info, "embedder": real.name, "summary": summary, "rows": rows},
+    args.out.write_text(json.dumps({**origin, "index": info, "embedder": real.name, "summary": summary, "rows": rows},
                                    indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -26,12 +26,13 @@ from typing import Any
 
 import httpx
 from langchain_core.callbacks import BaseCallbackHandler
+from provenance import provenance
 
 from selfcrag import build_graph
 from selfcrag.backend import model_components
 from selfcrag.context import Context
-from selfcrag.evaluation.calibrate import git_commit
 from selfcrag.evaluation.questions import contains_gold
+from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
 
 ROOT = Path(__file__).parents[1]
 MODEL = "qwen2.5-coder-0.5b"
@@ -93,7 +94,8 @@ def main() -> None:
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     done = {(r["question"], r["system"]) for r in records}
     process, url = start_server()
-    commit, command = git_commit(), " ".join(["benchmarks/real_model_sample.py", *sys.argv[1:]])
+    origin = provenance()  # the code as the run began
+    caches = {system: EmbeddingCaches() for system in ("selfcrag", "plain")}
     try:
         settings = {"backend": "model", "generator_model": f"openai:{MODEL}", "base_url": url, "llm_timeout": 900,
                     "run_timeout": 3600}  # fmt: skip
@@ -108,20 +110,23 @@ def main() -> None:
                     continue
                 roles = Roles()
                 cpu, served, wall = time.process_time(), server_cpu(process.pid), time.perf_counter()
-                if system == "selfcrag":
-                    result = graph.invoke({"question": q["question"]}, config={"callbacks": [roles]},
-                                          context={"human_review": False})  # fmt: skip
-                    answered = result["decision"] in ("answer", "answer_with_caveat")
-                    answer, calls, tokens = result["answer"], result["llm_calls"], result["tokens"]
-                    failures = Counter(NODE_ROLES.get(s["node"], s["node"]) for s in result["trace"]
-                                       if any(p in (s.get("error") or "") for p in PARSE_FAILURE))  # fmt: skip
-                else:
-                    passages = retriever.retrieve(q["question"], context)
-                    strips = [{k: p[k] for k in ("id", "doc_id", "title", "source", "text", "score")} for p in passages]
-                    draft = components.generator.generate(q["question"], strips, context)  # type: ignore[arg-type]
-                    answered, answer, calls, tokens = bool(draft.answer), draft.answer, draft.llm_calls, draft.tokens
-                    roles.calls["generator"] += draft.llm_calls
-                    failures = Counter()
+                with embedding_caches(caches[system]):  # each system embeds its own question (eval/run.py)
+                    if system == "selfcrag":
+                        result = graph.invoke({"question": q["question"]}, config={"callbacks": [roles]},
+                                              context={"human_review": False})  # fmt: skip
+                        answered = result["decision"] in ("answer", "answer_with_caveat")
+                        answer, calls, tokens = result["answer"], result["llm_calls"], result["tokens"]
+                        failures = Counter(NODE_ROLES.get(s["node"], s["node"]) for s in result["trace"]
+                                           if any(p in (s.get("error") or "") for p in PARSE_FAILURE))  # fmt: skip
+                    else:
+                        passages = retriever.retrieve(q["question"], context)
+                        keys = ("id", "doc_id", "title", "source", "text", "score")
+                        strips = [{k: p[k] for k in keys} for p in passages]
+                        draft = components.generator.generate(q["question"], strips, context)  # type: ignore[arg-type]
+                        answered, answer = bool(draft.answer), draft.answer
+                        calls, tokens = draft.llm_calls, draft.tokens
+                        roles.calls["generator"] += draft.llm_calls
+                        failures = Counter()
                 gold = [q["answer"]] if q.get("answerable", True) and q.get("answer") else []
                 record = {"question": q["question"], "system": system, "answerable": bool(gold),
                           "answered": answered, "right": answered and bool(gold) and contains_gold(answer, gold),
@@ -130,7 +135,7 @@ def main() -> None:
                           "client_cpu_s": round(time.process_time() - cpu, 2),
                           "server_cpu_s": round(server_cpu(process.pid) - served, 2),
                           "wall_s": round(time.perf_counter() - wall, 1),
-                          "commit": commit, "command": command}  # fmt: skip
+                          **origin}  # fmt: skip
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")

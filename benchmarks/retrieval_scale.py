@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from provenance import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCABULARY = 200_000
@@ -213,9 +214,13 @@ def main() -> int:
     cli.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retrieval_scale.json")
     args = cli.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    results: dict = {"keyword": [], "vector": [], "queries": args.queries, "depth": DEPTH}
+    results: dict = {**provenance(), "keyword": [], "vector": [], "queries": args.queries, "depth": DEPTH}
     if args.no_vectors and args.out.is_file():  # a keyword-only run keeps the vector rows measured before
-        results["vector"] = json.loads(args.out.read_text()).get("vector", [])
+        before = json.loads(args.out.read_text())
+        results["vector"] = before.get("vector", [])
+        # ... and says which run measured them, since this run's commit and command are not theirs
+        results["vector_rows_from"] = before.get("vector_rows_from") or {
+            key: before.get(key, "unknown (not recorded)") for key in ("commit", "dirty", "command")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every row: the 1M HNSW build takes many minutes, and what came before is kept

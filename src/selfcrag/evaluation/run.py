@@ -5,7 +5,8 @@ Plain RAG is the baseline every curve is drawn against: the same retriever's top
 loops. Its confidence is its best retrieval score; it abstains only when the generator writes nothing. Both systems
 take their components from one bundle, so they differ only in what the graph adds.
 
-Each question runs selfcrag then plain, so both see the same machine load. A record is written (and flushed) as
+Each question runs selfcrag then plain, so both see the same machine load; each keeps its own embedding cache, so
+plain embeds the question itself rather than finding the graph's vector of it. A record is written (and flushed) as
 soon as it exists: an interrupted run keeps what it measured, and metrics and the report cover those questions.
 """
 
@@ -15,7 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
 from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
 from selfcrag.graph import build_graph
+from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
 
 SYSTEMS = ("selfcrag", "plain")
 # Output keys a record already holds at its top level; `detail` keeps the rest of the output.
@@ -41,6 +43,9 @@ class Systems:
     components: Components
     settings: Context  # the operator's settings with the run's (domain, risk) applied
     run_context: dict[str, Any]
+    # Each system's own embedding cache, kept across its questions: each pays for its own embeddings (plain reused
+    # the graph's vector of the question when they shared one) and keeps what it computed, as one deployed would.
+    caches: dict[str, EmbeddingCaches] = field(default_factory=lambda: {name: EmbeddingCaches() for name in SYSTEMS})
 
     @classmethod
     def build(cls, operator: dict[str, Any], run_context: dict[str, Any]) -> Systems:
@@ -61,7 +66,8 @@ class Systems:
         self.components.retriever_for(self.settings).retrieve(question, self.settings)
 
     def selfcrag(self, question: str) -> dict[str, Any]:
-        out = self.graph.invoke({"question": question}, context=self.run_context)
+        with embedding_caches(self.caches["selfcrag"]):
+            out = self.graph.invoke({"question": question}, context=self.run_context)
         out.pop("messages", None)  # the chat copy of the answer
         trace = out.pop("trace", []) or []
         decision = out.get("decision", "abstain")
@@ -80,10 +86,11 @@ class Systems:
                 "trace": trimmed_trace(trace)}  # fmt: skip
 
     def plain(self, question: str) -> dict[str, Any]:
-        passages = self.components.retriever_for(self.settings).retrieve(question, self.settings)
-        strips = [{"id": p["id"], "doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                   "text": p["text"], "score": p["score"]} for p in passages]  # fmt: skip
-        draft = self.components.generator.generate(question, strips, self.settings)  # type: ignore[arg-type]
+        with embedding_caches(self.caches["plain"]):
+            passages = self.components.retriever_for(self.settings).retrieve(question, self.settings)
+            strips = [{"id": p["id"], "doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
+                       "text": p["text"], "score": p["score"]} for p in passages]  # fmt: skip
+            draft = self.components.generator.generate(question, strips, self.settings)  # type: ignore[arg-type]
         scores = [float(p["score"]) for p in passages]
         return {"answer": draft.answer, "judged": draft.answer, "decision": "answer" if draft.answer else "abstain",
                 "confidence": max(scores, default=0.0), "answered": bool(draft.answer),

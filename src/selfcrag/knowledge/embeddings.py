@@ -8,6 +8,7 @@ Nothing here loads at import time; `default_embedder()` loads once per process o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -184,8 +185,25 @@ def default_embedder(runtime: str | None = None) -> OnnxMiniLM | TorchMiniLM:
 # --- embeddings ---------------------------------------------------------------------------------------------
 
 _CACHE_SIZE = 8192
-_caches: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+EmbeddingCaches = weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]]  # per embedder: text -> vector
+_caches: EmbeddingCaches = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def embedding_caches(caches: EmbeddingCaches) -> Iterator[None]:
+    """Embed with `caches` (start with an empty `EmbeddingCaches()`) instead of the process's own while inside.
+    The evaluation runs the graph and plain RAG over one embedder: with one cache, plain found each question's
+    vector already computed by the graph's run and its CPU read far too low. One call at a time: the swap is
+    process-wide."""
+    global _caches
+    with _lock:
+        before, _caches = _caches, caches
+    try:
+        yield
+    finally:
+        with _lock:
+            _caches = before
 
 
 def embed(embedder: Embedder, texts: list[str], stored: TextVectors | None = None) -> np.ndarray:
