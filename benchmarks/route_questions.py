@@ -28,8 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_files import DEFAULT_DATASETS, require  # noqa: E402
+from provenance import provenance  # noqa: E402
 
-from selfcrag.evaluation.calibrate import git_commit  # noqa: E402
 from selfcrag.offline.router import route_offline  # noqa: E402
 from selfcrag.text.text import keyword_tokens  # noqa: E402
 
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     args = parser.parse_args(argv)
+    origin = provenance(argv)  # the code as the run began
     squad, halu = args.datasets / "squad2", args.datasets / "halueval"
     require(args.datasets, "squad2/dev_sample_200.jsonl", "squad2/dev_sample_corpus.jsonl", "squad2/dev-v2.0.json",
             "halueval/qa_500.jsonl", "halueval/qa_500_corpus.jsonl")  # fmt: skip
@@ -119,9 +120,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.get('retrieve', 0):>10}{away:>24}")  # fmt: skip
     lost = sum(r["routes"].get("direct", 0) for r in results if r["kind"] == "knowledge")
     print(f"knowledge questions routed direct (lost answers): {lost}; HaluEval's questions are all answerable")
-    command = " ".join(["benchmarks/route_questions.py", *(argv if argv is not None else sys.argv[1:])])
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"commit": git_commit(), "command": command, "knowledge_routed_direct": lost,
+    OUT.write_text(json.dumps({**origin, "knowledge_routed_direct": lost,
                                "results": results}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
