@@ -43,9 +43,13 @@ class Vocabulary:
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.tokens = {t for row in rows for t in keyword_tokens(f"{row.get('title', '')}\n{row.get('text', '')}")}
+        self.all_titles = list(dict.fromkeys(str(row["title"]) for row in rows if row.get("title")))
 
     def knows(self, token: str) -> bool:
         return token in self.tokens
+
+    def titles(self, limit: int) -> list[str]:  # contract.Vocabulary: the router checks an index has both
+        return self.all_titles[:limit]
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
