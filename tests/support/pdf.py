@@ -19,6 +19,12 @@ def write_pdf(path: Path, lines: list[str], title: str = "", *more_pages: list[s
                        b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * n, font))
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
     objects += [b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>", f"<< /Title ({title}) >>".encode()]
+    return write_objects(path, objects, info=len(objects) if title else None)
+
+
+def write_objects(path: Path, objects: list[bytes], info: int | None = None) -> Path:
+    """A PDF of `objects` (numbered from 1, the first the catalog; `info`: the number of a document-info object):
+    the objects, then the xref table of their byte offsets, then the trailer."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -27,7 +33,7 @@ def write_pdf(path: Path, lines: list[str], title: str = "", *more_pages: list[s
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    info = b" /Info %d 0 R" % len(objects) if title else b""
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
+    trailer_info = b" /Info %d 0 R" % info if info else b""
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer_info, xref)
     path.write_bytes(bytes(out))
     return path

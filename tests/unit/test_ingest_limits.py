@@ -9,6 +9,7 @@ import zlib
 
 import pytest
 from langchain_core.documents import Document
+from support.pdf import write_objects
 
 from selfcrag.context import Context
 from selfcrag.errors import IngestError
@@ -89,16 +90,7 @@ def write_pdf_bomb(path, unpacked: int) -> None:
                b"/Resources << /Font << /F1 5 0 R >> >> >>",
                b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content) + content + b"\nendstream",
                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
+    write_objects(path, objects)
 
 
 def test_a_pdf_stream_that_decompresses_past_the_cap_is_refused_and_the_cap_is_only_for_that_read(tmp_path):
