@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa halueval squad-reserved]
                                                  [--per-class N] [--limit N] [--seed 0] [--datasets ../shared/datasets]
+                                                 [--model provider:model] [--resume]
 
 Sets (default: all but squad-reserved):
 - `squad`: the SQuAD 2.0 dev sample, 100 answerable + 100 unanswerable over its 285 paragraphs (tuning allowed).
@@ -16,7 +17,10 @@ Sets (default: all but squad-reserved):
   allowed. Runs only when named.
 - `squad-reserved`: N + N from the 27 articles reserved for acceptance; runs only when named, never a place to tune.
 
-Writes benchmarks/results/eval_<set>/ (records.jsonl, metrics.json, report.html) and prints one table over the sets.
+Writes benchmarks/results/eval_<set>/ (records.jsonl, metrics.json, report.html) and prints one table over the sets;
+with `--model`, on the model backend into eval_<set>_<model>/ instead, so a model run never replaces the offline
+results. A rerun replaces a set's folder; `--resume` continues an interrupted run there instead (`selfcrag eval
+--resume`: a model run of a set takes about an hour on 2 cores, so it may span sessions).
 Indexes are cached under $TMPDIR/selfcrag-eval-indexes by corpus content, so a rerun does not embed again.
 Data: SQuAD 2.0 (Rajpurkar et al. 2018), HotpotQA (Yang et al. 2018), both CC BY-SA 4.0; HaluEval (Li et al. 2023,
 MIT); PopQA (Mallen et al.
@@ -151,6 +155,13 @@ def index_dir(corpus: Path) -> Path:
     return Path(tempfile.gettempdir()) / "selfcrag-eval-indexes" / f"{corpus.stem}-{digest}"
 
 
+def results_dir(results: Path, name: str, model: str) -> Path:
+    """A set's folder: eval_<set>/ offline, eval_<set>_<model>/ on the model backend (the model's name with
+    anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b)."""
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "-", model).strip("-")
+    return results / "_".join(["eval", name.replace("-", "_"), *([slug] if slug else [])])
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
@@ -169,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--seed", type=int, default=0, help="which questions the drawn SQuAD splits take")
     cli.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (timing runs)")
     cli.add_argument("--results", type=Path, default=RESULTS, help="where eval_<set>/ folders are written")
+    cli.add_argument("--model", default="", help="the model backend with this chat model (selfcrag eval --model)")
+    cli.add_argument("--resume", action="store_true", help="continue each set's interrupted run (selfcrag eval "
+                     "--resume) instead of replacing its folder")
     args = cli.parse_args(argv)
     args.sets = args.sets or list(DEFAULT_SETS)
     if unknown := [name for name in args.sets if name not in ALL_SETS]:
@@ -185,10 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     table = {}
     for name in args.sets:
         questions, corpus = files_for(name, args.datasets, args.per_class, args.seed, work)
-        out = args.results / f"eval_{name.replace('-', '_')}"
-        shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
+        out = results_dir(args.results, name, args.model)
+        if not args.resume:
+            shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
         command = ["eval", str(questions), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
-                   "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else [])]
+                   "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else []),
+                   *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else [])]
         print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
         if code := selfcrag(command):
             return code

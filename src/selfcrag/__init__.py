@@ -30,6 +30,7 @@ from selfcrag.errors import (
     ModelConfigError,
     QuestionError,
     QuestionFileError,
+    ResumeError,
     ReviewError,
     RunTimeSpent,
     SelfcragError,
@@ -49,9 +50,9 @@ __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "bu
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
            "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "DamagedFile", "EmbeddingModelError",
            "EmptyQuestionError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
-           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ReviewError",
-           "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError", "TotalTimeoutError",
-           "Unreadable", "WebSearchError"]  # fmt: skip
+           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ResumeError",
+           "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError",
+           "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip
 
 try:  # one source of truth: pyproject.toml's version, as installed
     __version__ = version("selfcrag")

@@ -140,6 +140,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError("selfcrag eval needs matplotlib: pip install 'selfcrag[eval]'") from None
     from pathlib import Path
 
+    from selfcrag.evaluation.provenance import sha256
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate
@@ -147,15 +148,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
     questions = load_questions(args.questions, args.limit)  # bad input fails before any index is built
+    if args.resume and not args.out:
+        raise CliError("--resume continues the evaluation in --out: name that folder")
     out = Path(args.out or time.strftime("eval-%Y%m%d-%H%M%S"))
-    if (out / "records.jsonl").exists():
-        raise CliError(f"{out} already holds an evaluation (records.jsonl); choose another --out")
+    if (out / "records.jsonl").exists() and not args.resume:
+        raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
+                       "another --out")
     operator, index = _questions_index(args)
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context)
-    info = {"questions_file": str(args.questions), "index": str(index)}
-    result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info)
+    info = {"questions_file": str(args.questions), "questions_sha256": sha256(Path(args.questions)),
+            "index": str(index)}
+    # A resume refused (ResumeError, a ValueError) ends in one line, the records untouched.
+    result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info, resume=args.resume)
     print(text_table(result["systems"]))
     print(f"wrote {out}/records.jsonl, metrics.json, report.html")
     return 0
@@ -247,6 +253,8 @@ def parser() -> argparse.ArgumentParser:
                           help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
+                          "keep its records, run only what is missing (refused if its settings differ)")
     evaluate.set_defaults(run=cmd_eval)
 
     fit = sub.add_parser("calibrate", help="fit confidence (the probability an answer is right) on your labelled "

@@ -97,6 +97,11 @@ class QuestionFileError(SelfcragError, ValueError):
     """A question file that cannot be read: one line for the user."""
 
 
+# evaluation/run.py
+class ResumeError(SelfcragError, ValueError):
+    """An evaluation cannot be resumed: its settings differ from the run's, or its records are damaged. One line."""
+
+
 # evaluation/calibrate.py
 class CalibrationDataError(SelfcragError, ValueError):
     """Too few labelled runs, or only one kind of label: nothing to fit. One line."""

@@ -51,3 +51,48 @@ def test_chinese_tokenisation_runs(tmp_path):
     result = json.loads(out.read_text())
     assert {"characters", "character pairs"} <= set(result["tokenisers"]), result["tokenisers"].keys()
     assert all(row["vocabulary"] > 0 for row in result["tokenisers"].values())
+
+
+def test_eval_datasets_keeps_a_model_run_apart_and_resumes_it(tmp_path):
+    """`--model` writes eval_<set>_<model>/ beside the offline eval_<set>/, never over it; `--resume` continues an
+    interrupted model run there instead of replacing the folder. A set in the datasets' layout, made of the sample
+    knowledge base and its questions, stands in for HotpotQA."""
+    from support.openai_server import OpenAIServer
+    from support.replies import Plausible
+
+    datasets, results = tmp_path / "datasets", tmp_path / "results"
+    (datasets / "hotpotqa").mkdir(parents=True)
+    kb = ROOT / "src" / "selfcrag" / "data" / "sample_kb"
+    (datasets / "hotpotqa" / "dev_distractor_100_corpus.jsonl").write_text("".join(
+        json.dumps({"id": doc.stem, "title": doc.stem, "text": doc.read_text(encoding="utf-8")}) + "\n"
+        for doc in sorted(kb.glob("*.md"))), encoding="utf-8")  # fmt: skip
+    rows = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl").read_text().splitlines()]
+    (datasets / "hotpotqa" / "dev_distractor_100.jsonl").write_text("".join(
+        json.dumps({"id": f"q{i}", "question": row["question"], "answers": [row["answer"]] if row["answerable"] else [],
+                    "is_impossible": not row["answerable"]}) + "\n" for i, row in enumerate(rows[:3])),
+        encoding="utf-8")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmp_path)}  # its index cache stays here
+    command = [sys.executable, str(BENCHMARKS / "eval_datasets.py"), "hotpotqa", "--datasets", str(datasets),
+               "--results", str(results), "--limit", "2"]  # fmt: skip
+
+    def bench(*extra: str, base_url: str = "") -> None:
+        done = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+                              env={**env, **({"OPENAI_BASE_URL": base_url} if base_url else {})})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    bench()
+    offline = {p.name: p.read_bytes() for p in (results / "eval_hotpotqa").iterdir()}
+    with OpenAIServer(Plausible().responder()) as server:
+        bench("--model", "openai:tiny-model", base_url=server.base_url)
+        model_run = results / "eval_hotpotqa_openai-tiny-model"
+        records = (model_run / "records.jsonl").read_bytes().splitlines(keepends=True)
+        assert len(records) == 4 and json.loads((model_run / "metrics.json").read_text())["run"]["backend"] == "model"
+        (model_run / "records.jsonl").write_bytes(records[0])  # interrupted after the first record
+        bench("--model", "openai:tiny-model", "--resume", base_url=server.base_url)
+    after = (model_run / "records.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(after) == 4 and after[0] == records[0]  # the kept record is not measured again
+    assert sorted((json.loads(r)["id"], json.loads(r)["system"]) for r in after) == [
+        ("q0", "plain"), ("q0", "selfcrag"), ("q1", "plain"), ("q1", "selfcrag")]
+    run = json.loads((model_run / "metrics.json").read_text())["run"]
+    assert run["records_resumed"] == 1 and run["command"].endswith("--resume") and run["commit"]
+    assert {p.name: p.read_bytes() for p in (results / "eval_hotpotqa").iterdir()} == offline  # untouched

@@ -182,6 +182,7 @@ def test_bad_input_is_one_line(workspace: Path, tmp_path: Path):
         (("eval", questions, "--index", str(tmp_path / "none")), "no index"),
         (("eval", questions, "--index", index, "--out", str(taken)), "already holds an evaluation"),
         (("eval", questions, "--index", index, "--limit", "-1"), "--limit"),
+        (("eval", questions, "--index", index, "--resume"), "--resume continues the evaluation in --out"),
     ]
     for args, message in cases:
         proc = run(*args)
@@ -199,3 +200,85 @@ def test_without_the_eval_extra_says_what_to_install(workspace: Path, tmp_path: 
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "selfcrag: error: selfcrag eval needs matplotlib: pip install 'selfcrag[eval]'"]
+
+
+def lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_resume_runs_only_what_an_interruption_left_undone(workspace: Path, tmp_path: Path):
+    """A run killed mid-write (kill -9: the last line torn) and resumed measures each missing (question, system)
+    pair once, keeps every record it had, and computes metrics and the report over all of them."""
+    out = tmp_path / "out"
+    common = ("eval", str(workspace / "questions.jsonl"), "--index", str(workspace / "index"), "--baseline", "plain",
+              "--out", str(out))  # fmt: skip
+    first = run(*common, "--limit", "2")
+    assert first.returncode == 0, first.stderr
+    written = lines(out / "records.jsonl")
+    assert [json.loads(line)["system"] for line in written] == ["selfcrag", "plain", "selfcrag", "plain"]
+    # The second question's selfcrag record survives, its plain one was being written when the process died.
+    kept = written[:3]
+    (out / "records.jsonl").write_bytes(b"".join(kept) + written[3][: len(written[3]) // 2])
+
+    resumed = run(*common, "--limit", "3", "--resume")  # the third question is new
+    assert resumed.returncode == 0, resumed.stderr
+    torn = [line for line in resumed.stderr.splitlines() if "torn" in line]
+    assert len(torn) == 1 and "dropped the torn last line" in torn[0], resumed.stderr
+    after = lines(out / "records.jsonl")
+    assert after[:3] == kept  # what was measured is kept as it was, not measured again
+    records = [json.loads(line) for line in after]
+    ids = [f"sample-{i}" for i in PICKED[:3]]
+    assert sorted((r["id"], r["system"]) for r in records) == sorted(
+        (i, system) for i in ids for system in ("selfcrag", "plain"))  # each pair exactly once
+    assert [(r["id"], r["system"]) for r in records[3:]] == [(ids[1], "plain"), (ids[2], "selfcrag"), (ids[2], "plain")]
+    assert all(r["commit"] == records[0]["commit"] for r in records)  # each record names the code that measured it
+
+    metrics_file = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics_file["systems"] == json.loads(json.dumps(metrics(records)["systems"]))  # all records, not the new
+    assert metrics_file["run"]["questions"] == 3 and metrics_file["run"]["records_resumed"] == 3
+    assert metrics_file["run"]["commits"] == [records[0]["commit"]]
+    assert metrics_file["run"]["baseline"] == "plain" and metrics_file["run"]["backend"] == "offline"
+    assert (out / "report.html").read_text(encoding="utf-8").split("<h2>Per question</h2>", 1)[1].count(
+        "<td>selfcrag</td>") == 3
+    # Off a terminal the closing line counts this session's questions: the second (plain only) and the third.
+    assert re.search(r"^eval: 2 questions in", resumed.stderr, re.M), resumed.stderr[-500:]
+
+    again = run(*common, "--limit", "3", "--resume")  # nothing left to measure: nothing runs, nothing is added
+    assert again.returncode == 0, again.stderr
+    assert lines(out / "records.jsonl") == after
+
+
+def test_resume_with_other_settings_is_refused(workspace: Path, tmp_path: Path):
+    """Records of one question file, backend or baseline are never mixed with another's: the resume is refused in
+    one line and the folder is left byte for byte as it was (the torn line too)."""
+    out = tmp_path / "out"
+    questions, index = workspace / "questions.jsonl", str(workspace / "index")
+    first = run("eval", str(questions), "--index", index, "--baseline", "plain", "--limit", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    records = out / "records.jsonl"
+    records.write_bytes(records.read_bytes() + b'{"id": "sample-5", "sys')  # torn by a kill
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    other = tmp_path / "other.jsonl"
+    other.write_text(questions.read_text(encoding="utf-8").replace("return an item", "return a thing"),
+                     encoding="utf-8")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    body = (damaged / "records.jsonl").read_bytes().splitlines(keepends=True)
+    (damaged / "records.jsonl").write_bytes(body[0] + b"{oops}\n" + b"".join(body[1:]))
+    damaged_before = (damaged / "records.jsonl").read_bytes()
+    # The model backend is only named: the refusal comes before any question runs, so no server is needed.
+    model_env = {**os.environ, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    cases = [
+        ((str(other), "--baseline", "plain", "--out", str(out)), None, "questions_sha256"),
+        ((str(questions), "--out", str(out)), None, "baseline 'plain' there, '' now"),
+        ((str(questions), "--baseline", "plain", "--out", str(out), "--model", "openai:other"), model_env,
+         "backend 'offline' there, 'model' now"),
+        ((str(questions), "--baseline", "plain", "--out", str(damaged)), None, "records.jsonl line 2 is not a record"),
+    ]  # fmt: skip
+    for args, env, message in cases:
+        proc = run("eval", args[0], "--index", index, "--limit", "1", "--resume", *args[1:], env=env)
+        assert proc.returncode != 0, proc.stdout
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "Traceback" not in proc.stderr
+        assert "cannot resume" in proc.stderr and message in proc.stderr, proc.stderr
+        assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    assert (damaged / "records.jsonl").read_bytes() == damaged_before

@@ -14,9 +14,7 @@ data's provenance.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 
 from selfcrag.errors import CalibrationDataError
 from selfcrag.evaluation.metrics import aurc, auroc, ece, effective_reliability
+from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.run import measure
 from selfcrag.quality.calibration import FEATURES
@@ -204,32 +203,6 @@ def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L
 
 def _rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 6) for v in values]
-
-
-def sha256(path: Path) -> str:
-    """Of a file's bytes; of a folder (a knowledge base given as --corpus), of its files' names and bytes."""
-    if not path.is_dir():
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(item.relative_to(path)).encode() + b"\0" + item.read_bytes())
-    return digest.hexdigest()
-
-
-def git_commit() -> str:
-    """The commit of the code that produced the runs, "+changes" when the package had uncommitted changes ("" outside
-    a git checkout)."""
-    here = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=here,
-                              check=False)  # fmt: skip
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
-                                 timeout=10, cwd=here, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    if head.returncode != 0:
-        return ""
-    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
 def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: str, command: str) -> dict[str, Any]:

@@ -8,10 +8,15 @@ take their components from one bundle, so they differ only in what the graph add
 Each question runs selfcrag then plain, so both see the same machine load; each keeps its own embedding cache, so
 plain embeds the question itself rather than finding the graph's vector of it. A record is written (and flushed) as
 soon as it exists: an interrupted run keeps what it measured, and metrics and the report cover those questions.
+`resume=True` continues such a run in the same folder: each (question, system) pair that has a record is not run
+again, new records are appended, and metrics and the report cover them all. run.json, written when a run starts,
+holds what a resumed run must share with it (question file, backend and models, domain, risk, baseline); every
+record names the commit that measured it, so a run that spans commits shows it.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import time
@@ -23,7 +28,9 @@ from typing import Any
 from selfcrag.backend import Components, auto_components
 from selfcrag.context import Context, resolve
 from selfcrag.endpoints import model_configured
+from selfcrag.errors import ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
+from selfcrag.evaluation.provenance import git_commit
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
 from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
@@ -139,6 +146,54 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
     return record
 
 
+def run_settings(systems: Systems, baseline: bool, info: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues, or its records would mix two measurements: the
+    question file's hash (`info["questions_sha256"]`, which `selfcrag eval` sets), the backend and its models, the
+    domain and risk, and the baseline. The index path, the machine and the commit may differ. The offline backend
+    names no models: the model settings it ignores must not refuse a resume."""
+    settings, model = systems.settings, systems.backend == "model"
+    return {"questions_sha256": info.get("questions_sha256"), "backend": systems.backend,
+            "generator_model": settings.generator_model if model else "",
+            "grader_model": settings.grader_model if model else "",
+            "domain": settings.domain, "risk": settings.risk, "baseline": "plain" if baseline else ""}  # fmt: skip
+
+
+def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records an earlier run left in `out_dir` ([] when it left none), after checking that its run.json says
+    `settings`. A torn last line (the process was killed mid-write) is cut off the file, with one line on stderr;
+    settings that differ or a damaged line raise ResumeError before the file is touched."""
+    path = out_dir / "records.jsonl"
+    if not path.exists():
+        return []
+    try:
+        written = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ResumeError(f"cannot resume {out_dir}: it has no readable run.json to say what its records measured") \
+            from None
+    if differ := [key for key in settings if written.get(key) != settings[key]]:
+        changes = ", ".join(f"{key} {written.get(key)!r} there, {settings[key]!r} now" for key in differ)
+        raise ResumeError(f"cannot resume {out_dir}: {changes}; rerun with its settings or choose another --out")
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]  # every line a finished write ended; the rest is a torn line
+    records = []
+    for number, line in enumerate(complete.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not {"id", "system"} <= record.keys():
+            raise ResumeError(f"cannot resume {out_dir}: records.jsonl line {number} is not a record")
+        records.append(record)
+    if len(complete) < len(data):
+        print(f"eval: dropped the torn last line of {path} ({len(data) - len(complete)} bytes); its question runs "
+              "again", file=sys.stderr)
+        with path.open("r+b") as sink:
+            sink.truncate(len(complete))
+    return records
+
+
 def evaluate(
     questions: list[dict[str, Any]],
     systems: Systems,
@@ -147,26 +202,40 @@ def evaluate(
     baseline: bool,
     info: dict[str, Any],
     progress: bool = True,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run every question through selfcrag (and plain), writing records.jsonl as it goes, then metrics.json and
-    report.html. Returns the metrics."""
+    report.html. With `resume`, the records already in `out_dir` are kept and only the missing (question, system)
+    pairs run. Returns the metrics."""
     from tqdm import tqdm
 
     runs: list[tuple[str, Callable[[str], dict[str, Any]]]] = [("selfcrag", systems.selfcrag)]
     if baseline:
         runs.append(("plain", systems.plain))
+    settings = run_settings(systems, baseline, info)
+    earlier = earlier_records(out_dir, settings) if resume else []
+    if not earlier:  # a new run: what it measures, before its first record
+        started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        (out_dir / "run.json").write_text(json.dumps({**settings, "started": started_at}, indent=2) + "\n",
+                                          encoding="utf-8")
+    done = {(r["id"], r["system"]) for r in earlier}
+    todo = [q for q in questions if any((q["id"], name) not in done for name, _ in runs)]
+    commit = git_commit()
     records: list[dict[str, Any]] = []
     started = time.time()
-    systems.warm_up(questions[0]["question"])
+    if todo:
+        systems.warm_up(todo[0]["question"])
     interrupted = False
     # A bar on a terminal only: in a log or CI its carriage returns would fill the file.
-    bar = tqdm(questions, desc="eval", unit="q", file=sys.stderr, disable=not (progress and sys.stderr.isatty()),
+    bar = tqdm(todo, desc="eval", unit="q", file=sys.stderr, disable=not (progress and sys.stderr.isatty()),
                dynamic_ncols=True)
-    with (out_dir / "records.jsonl").open("w", encoding="utf-8") as sink:
+    with (out_dir / "records.jsonl").open("a" if resume else "w", encoding="utf-8") as sink:
         try:
             for question in bar:
                 for name, run in runs:
-                    record = measure(name, run, question)
+                    if (question["id"], name) in done:  # measured before the interruption
+                        continue
+                    record = {**measure(name, run, question), "commit": commit}
                     records.append(record)
                     sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                     sink.flush()
@@ -177,11 +246,13 @@ def evaluate(
         finally:
             bar.close()
     if progress and bar.disable:  # off a terminal: one closing line instead of the bar
-        seconds, done = time.time() - started, len({r["id"] for r in records})  # a disabled bar counts nothing
-        print(f"eval: {done} questions in {seconds:.1f} s, {done / max(seconds, 1e-9):.2f} q/s", file=sys.stderr)
+        seconds, measured = time.time() - started, len({r["id"] for r in records})  # a disabled bar counts nothing
+        print(f"eval: {measured} questions in {seconds:.1f} s, {measured / max(seconds, 1e-9):.2f} q/s",
+              file=sys.stderr)
+    records = earlier + records
     result = metrics(records)
-    result["run"] = {**info, "backend": systems.backend, "domain": systems.settings.domain,
-                     "risk": systems.settings.risk, "questions": len({r["id"] for r in records}),
+    result["run"] = {**info, **settings, "questions": len({r["id"] for r in records}),
+                     "records_resumed": len(earlier), "commits": sorted({str(r.get("commit", "")) for r in records}),
                      "seconds": round(time.time() - started, 1), "interrupted": interrupted}  # fmt: skip
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     write_report(out_dir / "report.html", result, records)
