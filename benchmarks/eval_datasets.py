@@ -206,12 +206,14 @@ def main(argv: list[str] | None = None) -> int:
                    "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else []),
                    *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else [])]
         print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
-        if code := selfcrag(command):
+        code = selfcrag(command)
+        if (out / "metrics.json").exists():  # an interrupted run's metrics too (run.interrupted says so)
+            table[name] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+            # What produced these figures, beside them: the code's commit and this script's own command line.
+            table[name]["run"] |= origin
+            (out / "metrics.json").write_text(json.dumps(table[name], indent=2) + "\n", encoding="utf-8")
+        if code:
             return code
-        table[name] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-        # What produced these figures, beside them: the code's commit and this script's own command line.
-        table[name]["run"] |= origin
-        (out / "metrics.json").write_text(json.dumps(table[name], indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(work, ignore_errors=True)
 
     print(f"\n{'set':<16}{'system':<10}{'Phi1':>7}{'Phi3':>7}{'coverage':>9}{'right':>6}{'wrong':>6}"
