@@ -2,7 +2,8 @@
 command (benchmarks/provenance.py). A figure quoted from a file that does not is a figure nobody can re-make.
 
 An evaluation folder (`eval_<set>/`) is one result: `selfcrag eval` writes its records.jsonl, metrics.json and
-report.html in one run, and metrics.json's `run` block says what that run was."""
+report.html (and run.json, the settings a `--resume` must match) in one run, possibly resumed over sessions, and
+metrics.json's `run` block says what that run was."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def records(path: Path) -> list[dict]:
 
 def results_files() -> list[Path]:
     files = sorted(p for p in RESULTS.rglob("*") if p.suffix in (".json", ".jsonl"))
-    # An evaluation folder's records are covered by its metrics.json (see above).
-    return [p for p in files if not (p.name == "records.jsonl" and p.parent.name.startswith("eval_"))]
+    # An evaluation folder's records and resume key are covered by its metrics.json (see above).
+    return [p for p in files if not (p.name in ("records.jsonl", "run.json") and p.parent.name.startswith("eval_"))]
 
 
 def test_there_are_results_to_check():
