@@ -48,21 +48,25 @@ from eval_datasets import (  # noqa: E402
     halueval_split,
     index_dir,
     load_jsonl,
+    model_slug,
     squad_split,
     with_text,
 )
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
+SHIPPED_MODEL = SHIPPED.with_name("model.json")  # quality/calibration.shipped("model") reads it
 COSTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # the costs whose floors the last table shows
 KEEP_RIGHT = 0.8  # the general cost is the most cautious that keeps this share of plain RAG's right answers
 EVAL_DRAW = (100, 0)  # eval_datasets.py's default squad-allowed draw (per class, seed): never fitted on
 
 
-def squad_questions(folder: Path, per_class: int, seed: int, work: Path) -> tuple[list[dict[str, Any]], Path]:
-    """The dev sample plus `per_class` answerable and unanswerable other questions of its articles, none of them
-    in the squad-allowed evaluation draw; and the corpus of those articles."""
+def squad_questions(folder: Path, per_class: int, seed: int, work: Path,
+                    sample_size: int | None = None) -> tuple[list[dict[str, Any]], Path]:  # fmt: skip
+    """The dev sample (its first `sample_size` questions, or all) plus `per_class` answerable and unanswerable
+    other questions of its articles, none of them in the squad-allowed evaluation draw; and the corpus of those
+    articles."""
     held_out, corpus = squad_split(folder, "allowed", *EVAL_DRAW, work)
-    sample = load_jsonl(folder / "dev_sample_200.jsonl")
+    sample = load_jsonl(folder / "dev_sample_200.jsonl")[:sample_size]
     taken = {q["id"] for q in sample} | {q["id"] for q in load_jsonl(held_out)}
     titles = {row["title"] for row in load_jsonl(corpus)}
     pool = [{"id": qa["id"], "question": qa["question"], "answers": [x["text"] for x in qa["answers"]],
@@ -76,31 +80,52 @@ def squad_questions(folder: Path, per_class: int, seed: int, work: Path) -> tupl
     return sample + drawn, corpus
 
 
-def halueval_questions(folder: Path, work: Path) -> tuple[list[dict[str, Any]], Path]:
-    questions = [{**q, "context_title": f"halueval:{q['id']}"} for q in load_jsonl(folder / "qa_500.jsonl")]
+def halueval_questions(folder: Path, work: Path, size: int | None = None) -> tuple[list[dict[str, Any]], Path]:
+    questions = [{**q, "context_title": f"halueval:{q['id']}"} for q in load_jsonl(folder / "qa_500.jsonl")][:size]
     return questions, halueval_split(with_text(folder / "qa_500_corpus.jsonl", work), work)
 
 
-def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path) -> list[dict[str, Any]]:
-    """Every question through the offline graph on its corpus's (cached) index: one record each."""
+def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path, model: str = "",
+               keep: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every question through the graph (offline, or the model backend with `model`) on its corpus's (cached)
+    index: one record each. With `keep`, each record is appended there as it is made, and the questions it already
+    holds are not run again: a model run takes hours and may span sessions."""
     from selfcrag.cli import _questions_index
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.run import Systems, measure
 
     file = work / f"{name}.jsonl"
     file.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions), encoding="utf-8")
-    operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=""))
+    operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=model))
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
-    systems.warm_up(loaded[0]["question"])
-    records = []
-    for done, question in enumerate(loaded, 1):
+    kept = [r for r in (load_jsonl(keep) if keep and keep.is_file() else []) if r.get("source") == name]
+    done_ids = {r["id"] for r in kept if r["system"] == "plain"}  # plain runs second: its record ends a question
+    records = [r for r in kept if r["id"] in done_ids]
+    todo = [q for q in loaded if q["id"] not in done_ids]
+    if todo:
+        systems.warm_up(todo[0]["question"])
+    for done, question in enumerate(todo, 1):
         # plain RAG too: the floor rule compares the wrong answers the graph shows with plain's
-        records += [{**measure(system, run, question), "source": name}
-                    for system, run in (("selfcrag", systems.selfcrag), ("plain", systems.plain))]
-        if done % 100 == 0 or done == len(loaded):
-            print(f"{name}: {done}/{len(loaded)} questions run", file=sys.stderr)
+        pair = [{**measure(system, run, question), "source": name}
+                for system, run in (("selfcrag", systems.selfcrag), ("plain", systems.plain))]
+        records += pair
+        if keep:
+            with keep.open("a", encoding="utf-8") as sink:
+                sink.write("".join(json.dumps(r, default=str) + "\n" for r in pair))
+        if done % (100 if not model else 5) == 0 or done == len(todo):
+            print(f"{name}: {done}/{len(todo)} questions run", file=sys.stderr)
     return records
+
+
+def drop_torn_line(path: Path) -> None:
+    """Cut a last line a kill left half written; the question it belonged to runs again."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    if len(complete) < len(data):
+        path.write_bytes(complete)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     cli.add_argument("--per-class", type=int, default=300, help="SQuAD questions per class beyond the dev sample")
     cli.add_argument("--seed", type=int, default=1, help="which of those questions are drawn")
-    cli.add_argument("--out", type=Path, default=SHIPPED)
-    cli.add_argument("--records", type=Path, help="reuse (or, when missing, keep) the runs' records here")
+    cli.add_argument("--sample", type=int, help="only the first N questions of the SQuAD dev sample (default all)")
+    cli.add_argument("--halueval", type=int, help="only the first N HaluEval questions (default all 500)")
+    cli.add_argument("--model", default="", help="fit the model backend with this chat model (provider:model; "
+                     "OPENAI_BASE_URL etc. as for any run) and write its shipped file, data/calibration/model.json")
+    cli.add_argument("--out", type=Path, help=f"the file to write (default {SHIPPED.relative_to(ROOT)}, or "
+                     f"{SHIPPED_MODEL.relative_to(ROOT)} with --model)")
+    cli.add_argument("--records", type=Path, help="keep the runs' records here, and reuse those it holds: a rerun "
+                     "refits without running the graph again, an interrupted one runs only what is missing")
     cli.add_argument("--with-question-wording", action="store_true",
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
@@ -134,18 +165,15 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.process_time()
     work = Path(tempfile.mkdtemp(prefix="selfcrag-calibration-"))
-    squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work)
-    halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work)
+    out = args.out or (SHIPPED_MODEL if args.model else SHIPPED)
+    squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work, args.sample)
+    halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work, args.halueval)
     sources = {"squad": (squad, squad_corpus), "halueval": (halueval, halueval_corpus)}
     reused = bool(args.records and args.records.is_file())
-    if reused:
-        records = load_jsonl(args.records)
-        print(f"reusing {len(records)} records from {args.records}", file=sys.stderr)
-    else:
-        records = [r for name, (questions, corpus) in sources.items()
-                   for r in run_source(name, questions, corpus, work)]  # fmt: skip
-        if args.records:
-            args.records.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    if args.records:
+        drop_torn_line(args.records)
+    records = [r for name, (questions, corpus) in sources.items()
+               for r in run_source(name, questions, corpus, work, args.model, args.records)]  # fmt: skip
     rows = rows_of(records)
     plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
                       "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
@@ -167,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     wording = " --with-question-wording" if args.with_question_wording else ""
     if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
         wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
+    for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model)):
+        wording += f" {flag} {value}" if value else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
-               f"sample + {args.per_class}+{args.per_class} of its articles, squad-allowed eval draw excluded; "
-               "HaluEval 500 over its split corpus)")
-    origin = provenance([f for f in files if f.is_file()], rows, "offline", command)
-    write(args.out, fitted, origin)
+               f"sample{f' (first {args.sample})' if args.sample else ''} + {args.per_class}+{args.per_class} of its "
+               f"articles, squad-allowed eval draw excluded; HaluEval {len(halueval)} over its split corpus)")
+    origin = provenance([f for f in files if f.is_file()], rows, "model" if args.model else "offline", command)
+    write(out, fitted, origin)
     costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
     floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
     general = most_cautious_cost(floors, KEEP_RIGHT)
@@ -190,14 +220,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['plain_phi_3']:>+8.3f}{ratios[0]:>12}{ratios[1]:>13}")
     print(f"general preset: the most cautious cost that keeps >= {KEEP_RIGHT:g}x plain RAG's right answers in every "
           f"source: {general} (data/presets.json has {PRESETS['general'].cost:g})")
-    print(f"wrote {args.out}; {cpu} CPU s")
+    print(f"wrote {out}; {cpu} CPU s")
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "cost_floors": floors,
                "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
                "cpu_seconds": cpu, "questions": command, **run_origin}
-    (RESULTS / "calibration_fit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    name = "calibration_fit.json" if not args.model else f"calibration_fit_{model_slug(args.model)}.json"
+    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

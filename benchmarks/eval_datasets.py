@@ -158,8 +158,13 @@ def index_dir(corpus: Path) -> Path:
 def results_dir(results: Path, name: str, model: str) -> Path:
     """A set's folder: eval_<set>/ offline, eval_<set>_<model>/ on the model backend (the model's name with
     anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b)."""
-    slug = re.sub(r"[^A-Za-z0-9.-]+", "-", model).strip("-")
+    slug = model_slug(model)
     return results / "_".join(["eval", name.replace("-", "_"), *([slug] if slug else [])])
+
+
+def model_slug(model: str) -> str:
+    """A model's name for a file name: anything but letters, digits, dots and dashes as "-"."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", model).strip("-")
 
 
 def _pct(value: float | None) -> str:

@@ -192,3 +192,21 @@ def test_question_files_name_their_gold_documents(tmp_path: Path):
     path.write_text(json.dumps({**rows[0], "context_id": 7}) + "\n", encoding="utf-8")
     with pytest.raises(QuestionFileError, match="q.jsonl:1: 'context_id' / 'gold_titles' must be"):
         load_questions(path)
+
+
+def test_faults_by_node_gives_each_roles_parse_failure_rate():
+    from selfcrag.evaluation.signals import node_faults
+
+    trace = [{"node": "generate"}, {"node": "check_hallucination", "error": "malformed reply: 'Yes'"},
+             {"node": "check_hallucination", "error": "LengthFinishReasonError: Could not parse response content"},
+             {"node": "rewrite_query", "error": "the model returned the last query unchanged"},
+             {"node": "check_hallucination"}]  # fmt: skip
+    assert node_faults(trace) == {"generate": [1, 0, 0], "check_hallucination": [3, 2, 2], "rewrite_query": [1, 1, 0]}
+    rows = [{**record("selfcrag", False, True, True, 0.9), "signals": {"node_faults": node_faults(trace)}},
+            {**record("selfcrag", False, False, False, 0.2), "signals": {"node_faults": {"generate": [1, 0, 0]}}}]
+    faults = m.summarise(rows)["faults_by_node"]
+    assert set(faults) == {"check_hallucination", "rewrite_query"}  # generate never faulted
+    third = pytest.approx(2 / 3)
+    assert faults["check_hallucination"] == {"steps": 3, "faults": 2, "parse_failures": 2, "fault_rate": third,
+                                             "parse_failure_rate": third}
+    assert faults["rewrite_query"]["parse_failure_rate"] == 0.0  # a fault, but the reply was read

@@ -183,7 +183,22 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "tokens": {"total": tokens, "per_question": _share(tokens, len(rows))},
         "decisions": dict(Counter(str(r["decision"]) for r in rows)),
         "errors": sum(1 for r in rows if r.get("error")),
+        "faults_by_node": faults_by_node(rows),
     }
+
+
+def faults_by_node(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per graph node over a system's records (signals.node_faults): its steps, the steps that hit a fault, the
+    parse failures among them, and both as rates of the node's steps. Nodes that never faulted are left out."""
+    totals: dict[str, list[int]] = {}
+    for row in rows:
+        for node, counts in ((row.get("signals") or {}).get("node_faults") or {}).items():
+            total = totals.setdefault(node, [0, 0, 0])
+            for i, count in enumerate(counts[:3]):
+                total[i] += int(count)
+    return {node: {"steps": steps, "faults": faults, "parse_failures": parse,
+                   "fault_rate": faults / steps, "parse_failure_rate": parse / steps}
+            for node, (steps, faults, parse) in sorted(totals.items()) if faults}  # fmt: skip
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -174,6 +174,22 @@ def question_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def faults_table(systems: dict[str, dict[str, Any]]) -> str:
+    """Per system and graph node that ever faulted: steps, faults and parse failures (a reply that came back but
+    could not be used), with their rates. On the model backend a node is one role's call."""
+    rows = [(name, node, row) for name, m in systems.items() for node, row in (m.get("faults_by_node") or {}).items()]
+    if not rows:
+        return "<p class=note>No step of any system hit a model fault or a reply it could not parse.</p>"
+    lines = ["<table><thead><tr><th>system</th><th>node</th><th>steps</th><th>faults</th><th>fault rate</th>"
+             "<th>parse failures</th><th>parse-failure rate</th></tr></thead><tbody>"]
+    for name, node, row in rows:
+        lines.append(f"<tr><td>{html.escape(name)}</td><td>{html.escape(node)}</td><td>{row['steps']}</td>"
+                     f"<td>{row['faults']}</td><td>{_share(row['fault_rate'])}</td><td>{row['parse_failures']}</td>"
+                     f"<td>{_share(row['parse_failure_rate'])}</td></tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
@@ -199,6 +215,8 @@ def render(result: dict[str, Any], records: list[dict[str, Any]]) -> str:
         "shown say what the abstentions cost. Risk at coverage x is the error rate among the x most confident "
         "questions, what a floor answering that many would show; AURC averages it over every coverage.</p>",
         f"<div class=plots>{''.join(figures(records))}</div>",
+        "<h2>Model faults by node</h2>",
+        faults_table(result["systems"]),
         "<h2>Per question</h2>",
         question_table(records),
     ]

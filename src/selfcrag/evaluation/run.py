@@ -33,7 +33,7 @@ from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.provenance import git_commit
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
-from selfcrag.evaluation.signals import graph_signals, retrieval_signals, trimmed_trace
+from selfcrag.evaluation.signals import graph_signals, node_faults, retrieval_signals, trimmed_trace
 from selfcrag.graph import build_graph
 from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
 
@@ -103,7 +103,8 @@ class Systems:
                 "confidence": max(scores, default=0.0), "answered": bool(draft.answer),
                 "llm_calls": draft.llm_calls, "tokens": draft.tokens, "retrieved": [str(p["id"]) for p in passages],
                 "signals": {**retrieval_signals(scores), "citations": len(draft.citations),
-                            "model_faults": int(bool(draft.error))},
+                            "model_faults": int(bool(draft.error)),
+                            "node_faults": node_faults([{"node": "generate", "error": draft.error}])},
                 "detail": {"missing": draft.missing, "citations": draft.citations, "error": draft.error,
                            "passages": [{"id": p["id"], "score": round(p["score"], 4)} for p in passages]}}  # fmt: skip
 

@@ -13,6 +13,10 @@ from typing import Any
 from selfcrag.offline.comparison import is_verdict
 
 TOP = 3  # retrieval scores kept per record: the best passages carry the signal, the tail is noise
+# How a step's error reads when the model answered but its reply could not be used (llm/structured.py writes
+# "malformed reply"; the OpenAI client raises LengthFinishReasonError when a structured reply hit its token cap):
+# a parse failure, as opposed to a call that failed (timeout, refused, spent budget).
+PARSE_FAILURES = ("malformed reply", "LengthFinishReasonError", "no verdict")
 
 
 def retrieval_signals(scores: list[float]) -> dict[str, Any]:
@@ -80,7 +84,21 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
         "citations": len(output.get("citations") or []),
         "cited_documents": len({c["doc_id"] for c in output.get("citations") or []}),
         "model_faults": sum(1 for step in trace if step.get("error")),
+        "node_faults": node_faults(trace),
     }
+
+
+def node_faults(trace: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Per node of the run: [steps, steps with a fault, of which parse failures]. On the model backend each node
+    is one role's call, so the metrics can give every role's parse-failure rate."""
+    counts: dict[str, list[int]] = {}
+    for step in trace:
+        row = counts.setdefault(str(step.get("node")), [0, 0, 0])
+        error = str(step.get("error") or "")
+        row[0] += 1
+        row[1] += bool(error)
+        row[2] += any(mark in error for mark in PARSE_FAILURES)
+    return counts
 
 
 def trimmed_trace(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
