@@ -99,7 +99,9 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=model))
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
-    kept = [r for r in (load_jsonl(keep) if keep and keep.is_file() else []) if r.get("source") == name]
+    asked = {q["id"] for q in loaded}  # a smaller rerun fits exactly its own questions
+    kept = [r for r in (load_jsonl(keep) if keep and keep.is_file() else [])
+            if r.get("source") == name and r["id"] in asked]  # fmt: skip
     done_ids = {r["id"] for r in kept if r["system"] == "plain"}  # plain runs second: its record ends a question
     records = [r for r in kept if r["id"] in done_ids]
     todo = [q for q in loaded if q["id"] not in done_ids]

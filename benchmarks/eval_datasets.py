@@ -167,6 +167,12 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", model).strip("-")
 
 
+def _seconds(server_cpu: dict[str, float | None] | None) -> float | None:
+    """A model server's median CPU per question, in seconds (None when it was not measured)."""
+    p50 = (server_cpu or {}).get("p50")
+    return None if p50 is None else p50 / 1000
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
@@ -186,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (timing runs)")
     cli.add_argument("--results", type=Path, default=RESULTS, help="where eval_<set>/ folders are written")
     cli.add_argument("--model", default="", help="the model backend with this chat model (selfcrag eval --model)")
+    cli.add_argument("--server-pid", type=int, default=0, help="the local model server's pid: its CPU per question "
+                     "is measured too (selfcrag eval --server-pid)")
     cli.add_argument("--resume", action="store_true", help="continue each set's interrupted run (selfcrag eval "
                      "--resume) instead of replacing its folder")
     args = cli.parse_args(argv)
@@ -209,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
         command = ["eval", str(questions), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
                    "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else []),
-                   *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else [])]
+                   *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else []),
+                   *(["--server-pid", str(args.server_pid)] if args.server_pid else [])]
         print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
         code = selfcrag(command)
         if (out / "metrics.json").exists():  # an interrupted run's metrics too (run.interrupted says so)
@@ -222,14 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
 
     print(f"\n{'set':<16}{'system':<10}{'Phi1':>7}{'Phi3':>7}{'coverage':>9}{'right':>6}{'wrong':>6}"
-          f"{'unans. answered':>16}{'AUROC':>7}{'AURC':>7}{'ECE':>7}{'hit@k':>7}{'p50 ms':>8}{'seconds':>9}")
+          f"{'unans. answered':>16}{'AUROC':>7}{'AURC':>7}{'ECE':>7}{'hit@k':>7}{'p50 ms':>8}{'srv CPU s':>10}"
+          f"{'seconds':>9}")
     for name, result in table.items():
         for system, m in result["systems"].items():
             phi = m["effective_reliability"]
             print(f"{name:<16}{system:<10}{_num(phi['1']):>7}{_num(phi['3']):>7}{_pct(m['coverage']):>9}"
                   f"{m['right']:>6}{m['wrong']:>6}{_pct(m['unanswerable_answered']):>16}"
                   f"{_num(m['auroc']):>7}{_num(m['aurc']):>7}{_num(m['ece']):>7}{_pct(m['hit_at_k']):>7}"
-                  f"{_num(m['latency_ms']['p50'], 0):>8}{result['run']['seconds']:>9}")
+                  f"{_num(m['latency_ms']['p50'], 0):>8}{_num(_seconds(m.get('server_cpu_ms')), 1):>10}"
+                  f"{result['run']['seconds']:>9}")
     return 0
 
 

@@ -22,6 +22,7 @@ from selfcrag.errors import (
     DamagedFile,
     EmbeddingModelError,
     EmptyQuestionError,
+    EvalError,
     FakeModelError,
     IdentityError,
     IngestError,
@@ -49,7 +50,7 @@ __all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "bu
            "load_index", "model_components", "offline_components",
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
            "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "DamagedFile", "EmbeddingModelError",
-           "EmptyQuestionError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
+           "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
            "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ResumeError",
            "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError",
            "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip

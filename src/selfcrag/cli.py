@@ -143,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from selfcrag.evaluation.provenance import sha256
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
-    from selfcrag.evaluation.run import Systems, evaluate
+    from selfcrag.evaluation.run import Systems, evaluate, process_cpu
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -154,10 +154,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if (out / "records.jsonl").exists() and not args.resume:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
+    server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
     operator, index = _questions_index(args)
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
-    systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context)
+    systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context,
+                            server_cpu)  # fmt: skip
     info = {"questions_file": str(args.questions), "questions_sha256": sha256(Path(args.questions)),
             "index": str(index)}
     # A resume refused (ResumeError, a ValueError) ends in one line, the records untouched.
@@ -255,6 +257,8 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
     evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
                           "keep its records, run only what is missing (refused if its settings differ)")
+    evaluate.add_argument("--server-pid", type=int, default=0, help="a model server on this machine (e.g. python "
+                          "-m selfcrag.llm.local_server): its CPU time per question goes into each record too")
     evaluate.set_defaults(run=cmd_eval)
 
     fit = sub.add_parser("calibrate", help="fit confidence (the probability an answer is right) on your labelled "

@@ -102,6 +102,10 @@ class ResumeError(SelfcragError, ValueError):
     """An evaluation cannot be resumed: its settings differ from the run's, or its records are damaged. One line."""
 
 
+class EvalError(SelfcragError, ValueError):
+    """An evaluation asked to measure what cannot be measured (a model server's pid with no readable CPU time)."""
+
+
 # evaluation/calibrate.py
 class CalibrationDataError(SelfcragError, ValueError):
     """Too few labelled runs, or only one kind of label: nothing to fit. One line."""

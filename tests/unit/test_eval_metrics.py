@@ -210,3 +210,30 @@ def test_faults_by_node_gives_each_roles_parse_failure_rate():
     assert faults["check_hallucination"] == {"steps": 3, "faults": 2, "parse_failures": 2, "fault_rate": third,
                                              "parse_failure_rate": third}
     assert faults["rewrite_query"]["parse_failure_rate"] == 0.0  # a fault, but the reply was read
+
+
+def test_a_model_servers_cpu_is_measured_per_question_when_its_pid_is_given():
+    import os
+
+    from selfcrag.errors import EvalError
+    from selfcrag.evaluation.run import measure, process_cpu
+
+    probe = process_cpu(os.getpid())  # this process stands in for the server: its CPU is what the probe reads
+    question = {"id": "q", "question": "Q?", "answers": ["x"], "is_impossible": False, "group": "", "gold": []}
+
+    def busy(_question: str) -> dict:
+        deadline = probe() + 0.05
+        while probe() < deadline:  # burn 50 ms of CPU where the probe sees it
+            pass
+        return {"answer": "x", "judged": "x", "decision": "answer", "confidence": 0.9, "answered": True,
+                "llm_calls": 1, "tokens": 1, "signals": {}, "detail": {}, "retrieved": []}
+
+    measured = measure("plain", busy, question, probe)
+    assert measured["server_cpu_ms"] >= 50
+    assert "server_cpu_ms" not in measure("plain", busy, question)  # not asked: not recorded
+    summary = m.summarise([{**record("plain", False, True, True, 0.9), "server_cpu_ms": 80.0},
+                           {**record("plain", False, True, True, 0.8), "server_cpu_ms": 120.0}])
+    assert summary["server_cpu_ms"] == {"p50": 100.0, "p95": pytest.approx(118.0), "mean": 100.0}
+    assert m.summarise([record("plain", False, True, True, 0.9)])["server_cpu_ms"]["p50"] is None
+    with pytest.raises(EvalError, match="--server-pid 0: no process"):
+        process_cpu(0)

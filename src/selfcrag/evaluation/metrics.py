@@ -154,6 +154,7 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     correct = [bool(r["correct"]) for r in rows]
     latency = [float(r["latency_ms"]) for r in rows]
     cpu = [float(r["cpu_ms"]) for r in rows]
+    server = [float(r["server_cpu_ms"]) for r in rows if r.get("server_cpu_ms") is not None]
     right = sum(1 for r in rows if r["correct"])
     wrong = len(answered) - right
     hits = [bool(r["gold_hit"]) for r in rows if r.get("gold_hit") is not None]
@@ -179,6 +180,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "hit_at_k": _share(sum(hits), len(hits)),
         "latency_ms": {"p50": percentile(latency, 50), "p95": percentile(latency, 95)},
         "cpu_ms": {"p50": percentile(cpu, 50), "p95": percentile(cpu, 95)},
+        # A local model server's CPU per question (`selfcrag eval --server-pid`); None when it was not measured.
+        "server_cpu_ms": {"p50": percentile(server, 50), "p95": percentile(server, 95),
+                          "mean": sum(server) / len(server) if server else None},
         "llm_calls": {"total": calls, "per_question": _share(calls, len(rows))},
         "tokens": {"total": tokens, "per_question": _share(tokens, len(rows))},
         "decisions": dict(Counter(str(r["decision"]) for r in rows)),

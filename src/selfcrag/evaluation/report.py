@@ -68,6 +68,7 @@ ROWS: list[Row] = [
     ("latency p95 (ms, wall)", lambda m: m["latency_ms"]["p95"], _number(0), "lower"),
     ("CPU p50 (ms)", lambda m: m["cpu_ms"]["p50"], _number(0), "lower"),
     ("CPU p95 (ms)", lambda m: m["cpu_ms"]["p95"], _number(0), "lower"),
+    ("model server CPU p50 (ms)", lambda m: (m.get("server_cpu_ms") or {}).get("p50"), _number(0), "lower"),
     ("model calls per question", lambda m: m["llm_calls"]["per_question"], _number(2), "lower"),
     ("tokens per question", lambda m: m["tokens"]["per_question"], _number(0), "lower"),
     ("errors", lambda m: m["errors"], _number(0), "lower"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from typing import Any
 from selfcrag.backend import Components, auto_components
 from selfcrag.context import Context, resolve
 from selfcrag.endpoints import model_configured
-from selfcrag.errors import ResumeError
+from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.provenance import git_commit
 from selfcrag.evaluation.questions import contains_gold
@@ -53,14 +54,18 @@ class Systems:
     # Each system's own embedding cache, kept across its questions: each pays for its own embeddings (plain reused
     # the graph's vector of the question when they shared one) and keeps what it computed, as one deployed would.
     caches: dict[str, EmbeddingCaches] = field(default_factory=lambda: {name: EmbeddingCaches() for name in SYSTEMS})
+    # CPU seconds so far of a model server on this machine (`process_cpu`): a local model's cost is mostly there.
+    server_cpu: Callable[[], float] | None = None
 
     @classmethod
-    def build(cls, operator: dict[str, Any], run_context: dict[str, Any]) -> Systems:
+    def build(cls, operator: dict[str, Any], run_context: dict[str, Any],
+              server_cpu: Callable[[], float] | None = None) -> Systems:  # fmt: skip
         components = auto_components()
         # Evaluation measures what is shown without a person: a pending human review would show nothing.
         run_context = {**run_context, "human_review": False}
         graph = build_graph(components, settings=operator)
-        return cls(graph, components, resolve(run_context, Context.from_env(**operator)), run_context)
+        return cls(graph, components, resolve(run_context, Context.from_env(**operator)), run_context,
+                   server_cpu=server_cpu)
 
     @property
     def backend(self) -> str:
@@ -121,9 +126,28 @@ def gold_hit(retrieved: list[str], gold: list[str]) -> bool | None:
     return any(chunk.rsplit("#", 1)[0] in gold for chunk in retrieved)
 
 
-def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[str, Any]) -> dict[str, Any]:
-    """One record: the system's answer judged against the gold answers, with wall and CPU time. A fault the
-    components did not absorb is recorded as an error (nothing shown) and the evaluation goes on."""
+def process_cpu(pid: int) -> Callable[[], float]:
+    """A probe of process `pid`'s CPU seconds so far (user + system, all its threads), read from /proc (Linux).
+    Raises EvalError at once when there is no such process to read."""
+    stat, tick = Path(f"/proc/{pid}/stat"), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def seconds() -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15 of proc(5))
+
+    try:
+        seconds()
+    except (OSError, IndexError, ValueError):
+        raise EvalError(f"--server-pid {pid}: no process whose CPU time can be read (/proc/{pid}/stat)") from None
+    return seconds
+
+
+def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[str, Any],
+            server_cpu: Callable[[], float] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One record: the system's answer judged against the gold answers, with wall and CPU time (and a local model
+    server's CPU time, with `server_cpu`). A fault the components did not absorb is recorded as an error (nothing
+    shown) and the evaluation goes on."""
+    server_before = server_cpu() if server_cpu else 0.0
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         result = run(question["question"])
@@ -140,6 +164,8 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
     record = {"id": question["id"], "system": system, "question": question["question"], "group": question["group"],
               "answers": question["answers"], "is_impossible": question["is_impossible"], **result,
               "correct": correct, "latency_ms": round(latency_ms, 2), "cpu_ms": round(cpu_ms, 2)}  # fmt: skip
+    if server_cpu:
+        record["server_cpu_ms"] = round(1000 * (server_cpu() - server_before), 2)
     if hit is not None:
         record["gold_hit"] = hit
     if error:
@@ -236,7 +262,7 @@ def evaluate(
                 for name, run in runs:
                     if (question["id"], name) in done:  # measured before the interruption
                         continue
-                    record = {**measure(name, run, question), "commit": commit}
+                    record = {**measure(name, run, question, systems.server_cpu), "commit": commit}
                     records.append(record)
                     sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                     sink.flush()
