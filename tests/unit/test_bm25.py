@@ -179,3 +179,14 @@ def test_pruned_top_equals_ranking_every_score(monkeypatch, floor: int) -> None:
         rows = rng.sample(range(len(documents)), 50)
         assert bm25.score_rows(query, rows).tolist() == dense[rows].tolist()
     assert bm25.score_rows(["w0"], []).tolist() == [] and bm25.score_rows(["zzz"], [1, 2]).tolist() == [0.0, 0.0]
+
+
+def test_accented_words_are_one_token_and_meet_their_unaccented_spelling():
+    from selfcrag.text.text import keyword_tokens
+
+    # Before words/3 an accented letter cut the word: "Möngke" was the token "ngke", which "Mongke" never met.
+    accented, plain = "Möngke visited Zürich and São Paulo", "Mongke visited Zurich and Sao Paulo"
+    assert keyword_tokens(accented) == keyword_tokens(plain)
+    assert "mongke" in keyword_tokens("Möngke Khan")
+    index = BM25([keyword_tokens("Möngke Khan was the fourth Great Khan."), keyword_tokens("Kublai founded Yuan.")])
+    assert index.top(keyword_tokens("Who was Mongke?"), 1)[0][0] == 0  # (row, score): the Möngke passage

@@ -9,7 +9,6 @@ them rather than inside one grader.
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
 from typing import Literal
 
@@ -20,7 +19,7 @@ from selfcrag.text.text import (
     LIGHT_VERBS_ZH,
     QUESTION_WORDS,
     STOPWORDS,
-    normalise,
+    fold,
     numbers,
     split_sentences,
     term,
@@ -36,13 +35,6 @@ def strip_citations(text: str) -> str:
 
 
 # --- question terms -----------------------------------------------------------------------------------------
-
-
-def fold(text: str) -> str:
-    """Text for matching: accents dropped ("Möngke" and "Mongke" meet), full-width forms as ASCII, Chinese kept."""
-    if text.isascii():
-        return text
-    return normalise("".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)))
 
 
 def terms_of(text: str) -> set[str]:

@@ -17,7 +17,7 @@ from functools import lru_cache
 from selfcrag.language import CJK
 
 # The keyword tokenisation's version. An index records it: BM25 postings cut another way match nothing.
-TOKENIZER = "words/2 (Chinese: character pairs)"
+TOKENIZER = "words/3 (accents folded; Chinese: character pairs)"
 # Identifiers (user_123, E1042, v2.3, api-key) and plain words/numbers, or a run of Chinese characters.
 _TOKEN = re.compile(rf"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*|[{CJK}]+")
 _CJK_CHAR = re.compile(f"[{CJK}]")
@@ -92,6 +92,14 @@ def normalise(text: str) -> str:
     return text if text.isascii() else unicodedata.normalize("NFKC", text)
 
 
+def fold(text: str) -> str:
+    """Text for matching: accents dropped ("Möngke" and "Mongke" meet, and "ö" no longer cuts a word in two),
+    full-width forms as ASCII, Chinese kept."""
+    if text.isascii():
+        return text
+    return normalise("".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)))
+
+
 def segment_chinese(run: str) -> list[str]:
     """Tokens of a run of Chinese characters: function words split off (and kept, for the stop-word filters),
     the pieces between them as overlapping character pairs, a single character as itself."""
@@ -107,9 +115,9 @@ def segment_chinese(run: str) -> list[str]:
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased tokens, identifiers kept whole, Chinese segmented, punctuation dropped."""
+    """Lower-cased tokens, accents folded, identifiers kept whole, Chinese segmented, punctuation dropped."""
     out: list[str] = []
-    for token in _TOKEN.findall(normalise(text)):
+    for token in _TOKEN.findall(fold(text)):
         if _CJK_CHAR.match(token):
             out += segment_chinese(token)
         else:
