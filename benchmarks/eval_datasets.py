@@ -149,8 +149,9 @@ def index_dir(corpus: Path) -> Path:
     never picked up."""
     from selfcrag.knowledge.retrieval import FORMAT_VERSION
     from selfcrag.knowledge.vector_store import FORMAT
+    from selfcrag.text.text import TOKENIZER
 
-    stamp = f"{FORMAT_VERSION}|{FORMAT}".encode()
+    stamp = f"{FORMAT_VERSION}|{FORMAT}|{TOKENIZER}".encode()
     digest = hashlib.sha256(stamp + corpus.read_bytes()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / "selfcrag-eval-indexes" / f"{corpus.stem}-{digest}"
 

@@ -216,9 +216,14 @@ def test_every_call_carries_max_tokens_for_its_role():
     caps = {name: {r.body.get("max_completion_tokens") for r in server.asking(text)}
             for name, text in [("route", ROUTE), ("grade", GRADES), ("generate", GENERATE), ("check", CHECK),
                                ("answer", ANSWER_GRADE)]}  # fmt: skip
+    # A question about one point gets the short answer's cap: a rambling small model stops early.
     assert caps == {"route": {MAX_TOKENS["route"]}, "grade": {MAX_TOKENS["relevance"] * len(SHELF)},
-                    "generate": {MAX_TOKENS["answer"]}, "check": {MAX_TOKENS["groundedness"]},
+                    "generate": {MAX_TOKENS["short_answer"]}, "check": {MAX_TOKENS["groundedness"]},
                     "answer": {MAX_TOKENS["answer_grade"]}}  # fmt: skip
+    assert MAX_TOKENS["short_answer"] < MAX_TOKENS["answer"]
+    with served(Plausible().responder()) as (server, llm):
+        run(llm, question="Summarise the shipping policy.")  # an overview may run longer
+    assert {r.body.get("max_completion_tokens") for r in server.asking(GENERATE)} == {MAX_TOKENS["answer"]}
 
 
 def test_the_operator_key_goes_only_to_the_configured_endpoint(monkeypatch):

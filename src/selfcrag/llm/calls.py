@@ -47,7 +47,10 @@ BACKOFF = 0.5  # seconds before the second attempt, doubled before each later on
 # Completion tokens one call may produce, by role (`max_tokens`). Each is what its prompt asks for with room to
 # spare, so a careful model never hits it and a runaway one stops early:
 MAX_TOKENS = {
-    "answer": 1024,  # a few cited sentences for qa; summaries, comparisons and code answers need more
+    "answer": 1024,  # summaries, comparisons, overviews and code answers
+    # A direct answer to one point: one to three cited sentences and perhaps a Missing line (~120 tokens). A small
+    # model that rambles on to a 1024 cap spent minutes of a 2-core machine on text the checks then threw away.
+    "short_answer": 256,
     "relevance": 160,  # per passage graded: id, label, confidence and a one-sentence reason (~50 tokens)
     "groundedness": 1536,  # repeats each statement of an answer (itself <= 1024) with a verdict and a reason
     "answer_grade": 256,  # a score, what is missing, one reason

@@ -41,21 +41,21 @@ class LLMGenerator:
         model = self.models.generator(settings)
         prompt = generation_prompt(question, strips, settings, avoid, history)
         # Invoked inside the node with the node's callbacks, so stream_mode="messages" gets its tokens.
-        asked = with_probabilities(self.models.capped(model, MAX_TOKENS["answer"]))
+        asked = with_probabilities(self.models.capped(model, MAX_TOKENS[prompt.role]))
         outcome = call(asked, prompt.messages, settings)
         if outcome.error is not None:  # no draft: the graph rewrites or abstains, it does not crash
             said = phrase("model_limit" if outcome.skipped else "model_unreachable", language_of(question))
             return Draft(answer="", citations=[], missing=said, llm_calls=outcome.calls, prompt=prompt.name,
                          error=outcome.reason)  # fmt: skip
         message = outcome.output
-        draft = draft_from(_cut(text_of(message), reply_chars("answer")), prompt)
+        draft = draft_from(_cut(text_of(message), reply_chars(prompt.role)), prompt)
         calls, tokens = outcome.calls, usage_tokens(message, prompt.messages)
         if not draft.answer and (bias := doubted_decline(message)) is not None:  # declines.py: asked once more
             again = call(banning(asked, bias), prompt.messages, settings)
             calls += again.calls
             if again.error is None:
                 tokens += usage_tokens(again.output, prompt.messages)
-                second = draft_from(_cut(text_of(again.output), reply_chars("answer")), prompt)
+                second = draft_from(_cut(text_of(again.output), reply_chars(prompt.role)), prompt)
                 draft = second if second.answer else draft
         draft.llm_calls, draft.tokens, draft.prompt = calls, tokens, prompt.name
         return draft

@@ -85,6 +85,7 @@ class GenerationPrompt:
     labels: dict[str, str]  # doc_id -> "doc_N" as shown in the evidence
     strips: list[Strip]  # the strips kept within the token budget, best first
     name: str  # version, task and focus, for the trace
+    role: str = "answer"  # the completion cap it gets (llm/calls.py MAX_TOKENS): "short_answer" for one point
 
 
 def generation_prompt(question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None,
@@ -107,4 +108,5 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
         context += ("\n\nAn earlier answer made these statements, which the evidence does not support; do not "
                     "repeat them:\n" + "\n".join(f"- {statement}" for statement in avoid))  # fmt: skip
     messages.append(HumanMessage(context))
-    return GenerationPrompt(messages, labels, kept, f"{VERSION} ({task}, {mode})")
+    role = "short_answer" if (task, mode) == ("qa", "local") else "answer"
+    return GenerationPrompt(messages, labels, kept, f"{VERSION} ({task}, {mode})", role)
