@@ -27,8 +27,8 @@ from functools import cache
 from selfcrag.contract import Strip
 from selfcrag.data_sections import read_sections
 from selfcrag.language import language_of
-from selfcrag.text.terms import coverage, fold, question_terms
-from selfcrag.text.text import STOPWORDS, split_sentences, term, words
+from selfcrag.text.terms import coverage, question_terms
+from selfcrag.text.text import STOPWORDS, fold, split_sentences, term, words
 
 _AUXILIARIES = frozenset("is are was were do does did can could has have had will would should".split())
 _YEAR = re.compile(r"(?<![\d,.])(1\d{3}|20\d{2})(?![\d,])")

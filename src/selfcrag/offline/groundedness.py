@@ -29,8 +29,8 @@ from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.injection import is_instruction
 from selfcrag.text.cuts import GLUED, evidence_sentences
 from selfcrag.text.rules import rule_flags
-from selfcrag.text.terms import fold, strip_citations, terms_of
-from selfcrag.text.text import split_sentences, words
+from selfcrag.text.terms import strip_citations, terms_of
+from selfcrag.text.text import fold, split_sentences, words
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
