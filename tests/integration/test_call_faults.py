@@ -20,6 +20,7 @@ from support.tavily_server import TavilyTestServer
 from selfcrag import build_graph, offline_components
 from selfcrag.backend import model_components
 from selfcrag.llm.calls import MAX_TOKENS
+from selfcrag.text.text import split_sentences
 from selfcrag.web_search import TavilyWebSearch
 
 QUESTION = "How many days do I have to return an item?"
@@ -224,6 +225,20 @@ def test_every_call_carries_max_tokens_for_its_role():
     with served(Plausible().responder()) as (server, llm):
         run(llm, question="Summarise the shipping policy.")  # an overview may run longer
     assert {r.body.get("max_completion_tokens") for r in server.asking(GENERATE)} == {MAX_TOKENS["answer"]}
+
+
+def test_the_checks_schema_bounds_its_statement_list_by_the_answers_sentences():
+    from selfcrag.llm.groundedness import STATEMENTS_PER_SENTENCE
+
+    with served(Plausible().responder()) as (server, llm):
+        result = run(llm)
+    body = server.asking(CHECK)[0].body
+    schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema") or json.dumps(body)
+    answer = next(s for s in result["trace"] if s["node"] == "finalize")["draft"] or result["answer"]
+    sentences = max(1, len(split_sentences(answer)))
+    # A grammar-constrained server stops the list (and each string) there instead of at the token cap.
+    assert f'"maxItems": {STATEMENTS_PER_SENTENCE * sentences}' in json.dumps(schema)
+    assert '"maxLength": 300' in json.dumps(schema)
 
 
 def test_the_operator_key_goes_only_to_the_configured_endpoint(monkeypatch):

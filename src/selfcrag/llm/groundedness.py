@@ -10,9 +10,10 @@ overruled. A sentence that addresses the assistant (copied instructions) makes t
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel, BeforeValidator, Field, create_model
 
 from selfcrag.contract import GroundednessCheck, Strip
 from selfcrag.llm.structured import ask, normalised
@@ -38,10 +39,14 @@ _SYNONYMS = {"supported": "grounded", "fully supported": "grounded", "yes": "gro
 INFERRED_WEIGHT = 0.5  # a statement the evidence implies but does not state counts half
 
 
+STATEMENT_CHARS, REASON_CHARS = 300, 100  # a statement is a clause of the answer; a reason "a few words"
+STATEMENTS_PER_SENTENCE = 3  # an answer sentence may hold a few statements: the list may hold this many per sentence
+
+
 class StatementVerdict(BaseModel):
-    text: str
+    text: str = Field(json_schema_extra={"maxLength": STATEMENT_CHARS})
     verdict: Annotated[Verdict, BeforeValidator(normalised(_SYNONYMS))]
-    reason: str = ""
+    reason: str = Field("", json_schema_extra={"maxLength": REASON_CHARS})
 
 
 class StatementCheck(BaseModel):
@@ -50,14 +55,28 @@ class StatementCheck(BaseModel):
     statements: list[StatementVerdict]
 
 
+@lru_cache(maxsize=64)
+def statement_check(most: int) -> type[StatementCheck]:
+    """The reply schema with room for `most` statements. The schema says so (maxItems, and each string's
+    maxLength), so a server that constrains replies to the schema stops the list there: a 0.5B model otherwise
+    repeated statements until its token cap cut the JSON, and an answer nobody could check fails closed. Only the
+    request carries the bounds; a longer reply is still read."""
+    bounded = Field(json_schema_extra={"maxItems": most})
+    model: type[StatementCheck] = create_model("StatementCheck", __base__=StatementCheck,
+                                               __doc__=StatementCheck.__doc__,
+                                               statements=(list[StatementVerdict], bounded))  # fmt: skip
+    return model
+
+
 class LLMGroundednessChecker:
     def __init__(self, models: ChatModels) -> None:
         self.models = models
 
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
         flags, flagged, instructed, sentences = rule_checks(answer, strips)
-        reply = ask(self.models, self.models.grader(settings), StatementCheck,
-                    prompts.groundedness(answer, strips), settings, "groundedness")  # fmt: skip
+        schema = statement_check(STATEMENTS_PER_SENTENCE * max(1, sentences))
+        reply = ask(self.models, self.models.grader(settings), schema, prompts.groundedness(answer, strips), settings,
+                    "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
         if not statements:  # fails closed: an answer nobody could check is not shown as grounded
