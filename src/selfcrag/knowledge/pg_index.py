@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from selfcrag.context import Context
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 POOL_SIZE = 8  # connections per process and URL
 CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
@@ -69,7 +69,8 @@ HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_
 
 
 def schema(dim: int) -> list[str]:
-    """Version 1 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
+    """The tables as of SCHEMA_VERSION. The vector columns need the dimension, so they are made by the first
+    ingest."""
     return [
         "CREATE EXTENSION IF NOT EXISTS vector",
         "CREATE TABLE IF NOT EXISTS selfcrag_kb_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -79,7 +80,7 @@ def schema(dim: int) -> list[str]:
             doc_id TEXT NOT NULL REFERENCES selfcrag_kb_documents ON DELETE CASCADE,
             chunk_index INTEGER NOT NULL, title TEXT NOT NULL, source TEXT NOT NULL, text TEXT NOT NULL,
             search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
-            UNIQUE (doc_id, chunk_index))""",
+            metadata TEXT NOT NULL DEFAULT '', UNIQUE (doc_id, chunk_index))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
         HNSW_INDEX,
         # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
@@ -97,8 +98,11 @@ def schema(dim: int) -> list[str]:
     ]
 
 
-# Statements that take a knowledge base of version N (the index) to N + 1; none yet.
-MIGRATIONS: list[list[str]] = []
+# Statements that take a knowledge base of version N to N + 1 (MIGRATIONS[N - 1]).
+MIGRATIONS: list[list[str]] = [
+    # 2: a document's metadata as added through the VectorStore face (documents.SourceDocument.metadata)
+    ["ALTER TABLE selfcrag_kb_chunks ADD COLUMN IF NOT EXISTS metadata TEXT NOT NULL DEFAULT ''"],
+]
 
 # Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
 _WEIGHTS = f"""
@@ -143,6 +147,25 @@ def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
     return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
 
 
+def _vector_top(conn: Any, query: np.ndarray, n: int, size: int, settings: Context) -> list[int]:
+    """Rows of the `n` chunks nearest the unit `query`, best first: exact below `exact_search_below` chunks (or
+    with `vector_index` flat), else the HNSW index, whatever the planner's statistics (stale after a bulk ingest)."""
+    exact = settings.vector_index == "flat" or (settings.vector_index == "auto" and size < settings.exact_search_below)
+    if not exact:
+        conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+    found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW, {"q": query, "n": n})]
+    conn.execute("SET LOCAL enable_seqscan = on")
+    return found
+
+
+_CHUNK_COLUMNS = "doc_id, chunk_index, title, source, text, metadata"  # a Chunk, as `_chunk` reads it
+
+
+def _chunk(record: Iterable[Any]) -> Chunk:
+    doc_id, index, title, source, text, metadata = record
+    return Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text, metadata)
+
+
 def unreachable(url: str, exc: BaseException) -> IngestError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return IngestError(f"the knowledge base at {describe(url)} cannot be used: {first}")
@@ -179,13 +202,35 @@ def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
             conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
         meta = check_meta(conn, url, embedder)
         conn.execute(HNSW_INDEX)
-        for version in range(int(meta["version"]), SCHEMA_VERSION):
-            for statement in MIGRATIONS[version - 1]:
-                conn.execute(statement)
-            conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(version + 1),))
+        _migrate(conn, int(meta["version"]))
     if int(meta["dim"]) != dim:
         raise IngestError(f"the knowledge base at {describe(url)} holds {meta['dim']}-dimensional vectors but the "
                           f"embeddings give {dim}-dimensional ones; use the embeddings that built it")
+
+
+def _migrate(conn: Any, version: int) -> None:
+    """Take the schema from `version` to SCHEMA_VERSION (in the caller's transaction, under SCHEMA_LOCK)."""
+    for step in range(version, SCHEMA_VERSION):
+        for statement in MIGRATIONS[step - 1]:
+            conn.execute(statement)
+        conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(step + 1),))
+
+
+def upgrade(url: str) -> None:
+    """Migrate the knowledge base at `url` to SCHEMA_VERSION now, not at its next ingest: the VectorStore face
+    (langchain_store.py) reads what a newer version added. Searching never needs it (nothing else changed)."""
+    conn = connect(url)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            version = conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone()[0]
+            _migrate(conn, int(version))
+    except IngestError:
+        raise
+    except Exception as exc:
+        raise unreachable(url, exc) from None
+    finally:
+        conn.close()
 
 
 def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
@@ -227,6 +272,17 @@ def close_pools() -> None:
         for opened in _pools.values():
             opened.close()
         _pools.clear()
+
+
+def has_knowledge_base(url: str) -> bool:
+    """Whether the database at `url` holds a knowledge base (an ingest created its tables)."""
+    conn = connect(url)
+    try:
+        return bool(conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0])
+    except Exception as exc:
+        raise unreachable(url, exc) from None
+    finally:
+        conn.close()
 
 
 class PgIndex:
@@ -325,15 +381,7 @@ class PgIndex:
             if depth == 0:
                 return []
             ranked = keyword_top(conn, terms, depth) if terms else []
-            found: list[int] = []
-            if qvec is not None:
-                exact = settings.vector_index == "flat" or (
-                    settings.vector_index == "auto" and size < settings.exact_search_below)
-                if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
-                found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
-                                                         {"q": qvec, "n": depth}).fetchall()]
-                conn.execute("SET LOCAL enable_seqscan = on")
+            found = _vector_top(conn, qvec, depth, size, settings) if qvec is not None else []
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
@@ -369,6 +417,30 @@ class PgIndex:
             chunks[row] = Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text)
             cosines[row] = float(value)
         return chunks, cosines
+
+    def nearest(self, vector: Any, k: int, settings: Context | None = None) -> list[tuple[Chunk, float]]:
+        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine: the vector half
+        of `retrieve` alone (exact below `exact_search_below` chunks, else the HNSW index), for the VectorStore
+        face (langchain_store.py). Chunks carry their document's metadata."""
+        from selfcrag.context import Context
+
+        settings = settings or Context.from_env()
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        query /= max(float(np.linalg.norm(query)), 1e-12)
+        with self.snapshot() as conn:
+            size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
+            rows = _vector_top(conn, query, min(k, size), size, settings) if k > 0 and size else []
+            found = {row: (chunk, cosine) for row, *chunk, cosine in conn.execute(
+                f"SELECT row, {_CHUNK_COLUMNS}, -(embedding <#> %(q)s) FROM selfcrag_kb_chunks "
+                "WHERE row = ANY(%(rows)s)", {"rows": rows, "q": query})}
+        return [(_chunk(found[row][0]), float(found[row][1])) for row in rows]
+
+    def chunks_of(self, doc_ids: list[str]) -> list[Chunk]:
+        """The chunks of these documents, in ingest order (a document's in its order), with their metadata."""
+        with self.snapshot() as conn:
+            return [_chunk(record) for record in conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM selfcrag_kb_chunks WHERE doc_id = ANY(%s) ORDER BY row",
+                (list(doc_ids),))]
 
     def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
         """Vectors the knowledge base holds for some of `texts`: stored text vectors, else chunk search vectors
