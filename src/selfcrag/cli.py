@@ -122,7 +122,7 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | s
     embedder = embedder_for(Context.from_env(**operator).embeddings)
     if is_postgres(args.index):  # a knowledge base in PostgreSQL: built by `ingest`, its one write path
         from selfcrag.knowledge.ingestion import ingest
-        from selfcrag.knowledge.pg_index import has_knowledge_base
+        from selfcrag.knowledge.pg_schema import has_knowledge_base
 
         if args.corpus and not has_knowledge_base(args.index):
             report = ingest([args.corpus], args.index, embeddings=embedder, on_progress=_progress)

@@ -19,7 +19,7 @@ from support.postgres import pgvector_server
 
 from selfcrag import Context, ingest, load_index
 from selfcrag.errors import IngestError
-from selfcrag.knowledge import pg_index
+from selfcrag.knowledge import pg_index, pg_schema
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import chunk_documents, read_documents
 from selfcrag.knowledge.retrieval import index_text
@@ -103,7 +103,7 @@ def test_the_schema_records_its_version_and_a_newer_one_is_refused(hashed_kb: tu
     url, _ = hashed_kb
     with psycopg.connect(url, autocommit=True) as conn:
         meta = dict(conn.execute("SELECT name, value FROM selfcrag_kb_meta").fetchall())
-        assert meta == {"version": str(pg_index.SCHEMA_VERSION), "embedder": "test-hashing",
+        assert meta == {"version": str(pg_schema.SCHEMA_VERSION), "embedder": "test-hashing",
                         "tokenizer": meta["tokenizer"], "dim": "32"}
         conn.execute("UPDATE selfcrag_kb_meta SET value = '99' WHERE name = 'version'")
     with pytest.raises(IngestError, match="has schema version 99; this selfcrag reads up to 2: upgrade selfcrag"):

@@ -17,7 +17,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, FakeEmbeddings
 from support.knowledge_base import new_database
 
 from selfcrag import Context, IngestError, KnowledgeBaseVectorStore, ingest, load_index
-from selfcrag.knowledge import pg_index
+from selfcrag.knowledge import pg_schema
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 HARBOUR = {
@@ -144,7 +144,7 @@ def test_a_version_1_knowledge_base_still_searches_and_the_store_upgrades_it(pgv
     assert store.get_by_ids(["ferry"])[0].metadata == {"title": "ferry", "source": "ferry"}
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone() == (
-            str(pg_index.SCHEMA_VERSION),)
+            str(pg_schema.SCHEMA_VERSION),)
 
 
 # A process that adds to a store and SIGKILLs itself at the Nth call of one step of the write: a directory save's

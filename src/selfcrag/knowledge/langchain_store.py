@@ -62,12 +62,12 @@ class KnowledgeBaseVectorStore(VectorStore):
         """The HybridIndex or PgIndex at the location, or None while it holds no knowledge base (an empty store)."""
         if is_postgres(self.location):
             if self._pg is None:
-                from selfcrag.knowledge import pg_index  # lazily, as everywhere: PostgreSQL's side loads when used
+                from selfcrag.knowledge import pg_schema  # lazily, as everywhere: PostgreSQL's side loads when used
 
-                if not pg_index.has_knowledge_base(self.location):
+                if not pg_schema.has_knowledge_base(self.location):
                     return None
                 index = open_index(self.location, self.embedder)  # checks the embedder against the database's
-                pg_index.upgrade(self.location)  # chunks' metadata came with schema version 2
+                pg_schema.upgrade(self.location)  # chunks' metadata came with schema version 2
                 self._pg = index
             return self._pg
         return open_index(self.location, self.embedder) if has_index(Path(self.location).expanduser()) else None

@@ -11,8 +11,8 @@ does the searching, so nothing is loaded into the process and a query costs the 
 - the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
 
 One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest
-(pg_ingest.py) writes a batch of documents per transaction. The schema is created and migrated under an advisory
-lock and its version recorded. Connections come from one bounded pool per URL and process.
+(pg_ingest.py) writes a batch of documents per transaction. The schema (pg_schema.py) is created and migrated
+under an advisory lock and its version recorded. Connections come from one bounded pool per URL and process.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
+from selfcrag.knowledge.pg_schema import CONNECT_SECONDS, check_meta, connect, needs_extra, unreachable
 from selfcrag.knowledge.retrieval import (
     CANDIDATES_PER_K,
     embedder_label,
@@ -41,68 +42,21 @@ from selfcrag.knowledge.retrieval import (
     keyword_scored,
     top_passages,
 )
-from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.knowledge.vector_store import embedder_name
 from selfcrag.knowledge.vector_store import key as text_key
-from selfcrag.text.text import TOKENIZER, keyword_tokens
+from selfcrag.text.text import keyword_tokens
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
 
     from selfcrag.context import Context
 
-SCHEMA_VERSION = 2
-SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 POOL_SIZE = 8  # connections per process and URL
-CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
-PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
 # hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
 # (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
 PG_SEARCH_DEPTH = 256
 K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 
-
-# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
-# bulk load killed before it was rebuilt).
-HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
-    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
-
-
-def schema(dim: int) -> list[str]:
-    """The tables as of SCHEMA_VERSION. The vector columns need the dimension, so they are made by the first
-    ingest."""
-    return [
-        "CREATE EXTENSION IF NOT EXISTS vector",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_documents (doc_id TEXT PRIMARY KEY, hash TEXT NOT NULL)",
-        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_chunks (
-            row BIGSERIAL PRIMARY KEY,
-            doc_id TEXT NOT NULL REFERENCES selfcrag_kb_documents ON DELETE CASCADE,
-            chunk_index INTEGER NOT NULL, title TEXT NOT NULL, source TEXT NOT NULL, text TEXT NOT NULL,
-            search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '', UNIQUE (doc_id, chunk_index))""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
-        HNSW_INDEX,
-        # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
-        """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
-            term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
-            tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
-            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL)""",
-        "INSERT INTO selfcrag_kb_stats (chunks, tokens) VALUES (0, 0) ON CONFLICT DO NOTHING",
-        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_text_vectors (
-            key BYTEA PRIMARY KEY, doc_id TEXT NOT NULL, embedding vector({dim}) NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_text_vectors_doc ON selfcrag_kb_text_vectors (doc_id)",
-    ]
-
-
-# Statements that take a knowledge base of version N to N + 1 (MIGRATIONS[N - 1]).
-MIGRATIONS: list[list[str]] = [
-    # 2: a document's metadata as added through the VectorStore face (documents.SourceDocument.metadata)
-    ["ALTER TABLE selfcrag_kb_chunks ADD COLUMN IF NOT EXISTS metadata TEXT NOT NULL DEFAULT ''"],
-]
 
 # Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
 _WEIGHTS = f"""
@@ -166,87 +120,6 @@ def _chunk(record: Iterable[Any]) -> Chunk:
     return Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text, metadata)
 
 
-def unreachable(url: str, exc: BaseException) -> IngestError:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return IngestError(f"the knowledge base at {describe(url)} cannot be used: {first}")
-
-
-def _needs_extra() -> IngestError:
-    return IngestError("a PostgreSQL knowledge base needs the postgres extra: pip install 'selfcrag[postgres]'")
-
-
-def connect(url: str) -> Any:
-    """One connection outside the pool (schema creation, ingest), with pgvector's types when the extension is in."""
-    try:
-        import pgvector.psycopg  # noqa: F401 - every caller then registers its types
-        import psycopg
-    except ImportError:
-        raise _needs_extra() from None
-    try:
-        return psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-    except psycopg.Error as exc:
-        raise unreachable(url, exc) from None
-
-
-def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
-    """Create (or migrate) the tables under an advisory lock, recording version, embedder, tokenizer and dimension;
-    a knowledge base built with other embeddings, another tokenizer or by a newer selfcrag is refused."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        exists = conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]
-        if not exists:
-            for statement in schema(dim):
-                conn.execute(statement)
-            wanted = {"version": str(SCHEMA_VERSION), "embedder": embedder_label(embedder), "tokenizer": TOKENIZER,
-                      "dim": str(dim)}
-            conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
-        meta = check_meta(conn, url, embedder)
-        conn.execute(HNSW_INDEX)
-        _migrate(conn, int(meta["version"]))
-    if int(meta["dim"]) != dim:
-        raise IngestError(f"the knowledge base at {describe(url)} holds {meta['dim']}-dimensional vectors but the "
-                          f"embeddings give {dim}-dimensional ones; use the embeddings that built it")
-
-
-def _migrate(conn: Any, version: int) -> None:
-    """Take the schema from `version` to SCHEMA_VERSION (in the caller's transaction, under SCHEMA_LOCK)."""
-    for step in range(version, SCHEMA_VERSION):
-        for statement in MIGRATIONS[step - 1]:
-            conn.execute(statement)
-        conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(step + 1),))
-
-
-def upgrade(url: str) -> None:
-    """Migrate the knowledge base at `url` to SCHEMA_VERSION now, not at its next ingest: the VectorStore face
-    (langchain_store.py) reads what a newer version added. Searching never needs it (nothing else changed)."""
-    conn = connect(url)
-    try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            version = conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone()[0]
-            _migrate(conn, int(version))
-    except IngestError:
-        raise
-    except Exception as exc:
-        raise unreachable(url, exc) from None
-    finally:
-        conn.close()
-
-
-def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
-    meta = {name: value for name, value in conn.execute("SELECT name, value FROM selfcrag_kb_meta").fetchall()}
-    where = describe(url)
-    if int(meta["version"]) > SCHEMA_VERSION:
-        raise IngestError(f"the knowledge base at {where} has schema version {meta['version']}; this selfcrag reads "
-                          f"up to {SCHEMA_VERSION}: upgrade selfcrag")
-    for what, built, current in (("embedder", meta["embedder"], embedder_label(embedder)),
-                                 ("keyword tokenizer", meta["tokenizer"], TOKENIZER)):
-        if built != current:
-            raise IngestError(f"the knowledge base at {where} was built with {what} {built!r} but the current "
-                              f"{what} is {current!r}; use the one that built it, or another database")
-    return meta
-
-
 _pools: dict[str, Any] = {}
 _pools_lock = threading.Lock()
 
@@ -258,7 +131,7 @@ def pool(url: str) -> Any:
         from pgvector.psycopg import register_vector
         from psycopg_pool import ConnectionPool
     except ImportError:
-        raise _needs_extra() from None
+        raise needs_extra() from None
     with _pools_lock:
         if url not in _pools:
             _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
@@ -272,17 +145,6 @@ def close_pools() -> None:
         for opened in _pools.values():
             opened.close()
         _pools.clear()
-
-
-def has_knowledge_base(url: str) -> bool:
-    """Whether the database at `url` holds a knowledge base (an ingest created its tables)."""
-    conn = connect(url)
-    try:
-        return bool(conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0])
-    except Exception as exc:
-        raise unreachable(url, exc) from None
-    finally:
-        conn.close()
 
 
 class PgIndex:

@@ -18,7 +18,8 @@ import numpy as np
 
 from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
-from selfcrag.knowledge.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
+from selfcrag.knowledge.pg_index import PgIndex
+from selfcrag.knowledge.pg_schema import HNSW_INDEX, WRITE_LOCK, connect, ensure_schema, unreachable
 from selfcrag.knowledge.retrieval import index_text
 from selfcrag.knowledge.reuse import Reusing, content_hash
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
