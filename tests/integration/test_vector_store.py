@@ -82,6 +82,10 @@ def test_a_long_document_comes_back_as_its_chunks_and_goes_as_a_whole(kb_locatio
     store.delete(["report", "never-added"])
     assert store.get_by_ids(["report"]) == []
     assert [d.id for d in store.similarity_search("harbour", k=10)] == ["note"]
+    store.delete(["note"])  # the last one: the knowledge base is empty (a directory holds no index), and usable
+    assert store.similarity_search("harbour", k=10) == [] and store.get_by_ids(["note"]) == []
+    store.add_texts(["Back again."], ids=["again"])
+    assert [d.id for d in store.similarity_search("harbour", k=10)] == ["again"]
 
 
 def test_documents_ingested_from_files_read_through_the_store_and_its_documents_reach_the_graph(

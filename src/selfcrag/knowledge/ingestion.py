@@ -183,9 +183,8 @@ def write_documents(index_dir: str | Path, docs: list[SourceDocument], embedder:
             old.doc_hashes = _doc_hashes(old, path)
         report.replaced_index = existed and not append
         chunks, hashes = _plan(old, docs, report, set(remove))
-        if not chunks:  # every document removed: an empty directory, swapped in as a save would be
-            if old is not None:
-                replace_directory(path, lambda tmp: None)
+        if not chunks and report.removed:  # the last documents removed: an empty directory, swapped in whole
+            replace_directory(path, lambda tmp: None)
             return
         reusing = Reusing(embedder, old)
         # An old index saved without stored text vectors gets none now either: they would cost its whole text.
