@@ -78,7 +78,8 @@ def test_a_long_document_comes_back_as_its_chunks_and_goes_as_a_whole(kb_locatio
     assert len(chunks) > 2 and {d.id for d in chunks} == {"report"}
     assert all(d.metadata == metadata for d in chunks)
     assert chunks[0].page_content.startswith("Sentence number 0 ") and "number 79 " in chunks[-1].page_content
-    assert store.similarity_search_by_vector(store.embeddings.embed_query(chunks[1].page_content), k=1) == [chunks[1]]  # type: ignore[union-attr]
+    vector = DeterministicFakeEmbedding(size=6).embed_query(chunks[1].page_content)
+    assert store.similarity_search_by_vector(vector, k=1) == [chunks[1]]
     store.delete(["report", "never-added"])
     assert store.get_by_ids(["report"]) == []
     assert [d.id for d in store.similarity_search("harbour", k=10)] == ["note"]
@@ -107,6 +108,13 @@ def test_another_embedding_is_refused_in_one_line(kb_location: str) -> None:
     with pytest.raises(IngestError, match="DeterministicFakeEmbedding.*FakeEmbeddings") as refused:
         KnowledgeBaseVectorStore(kb_location, embedding=FakeEmbeddings(size=6))
     assert "\n" not in str(refused.value)
+    same_name = KnowledgeBaseVectorStore(kb_location, embedding=DeterministicFakeEmbedding(size=8))
+    with pytest.raises(IngestError, match="holds 6-dimensional vectors but the embeddings give 8-dimensional"):
+        same_name.add_texts(["bar"])  # the name is the same, the size is not: refused before anything is written
+    with pytest.raises(IngestError):
+        same_name.similarity_search("foo", k=1)
+    assert [d.page_content for d in KnowledgeBaseVectorStore(kb_location, embedding=DeterministicFakeEmbedding(
+        size=6)).similarity_search("foo", k=5)] == ["foo"]
 
 
 def test_what_it_cannot_do_is_refused_not_ignored(kb_location: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.contract import Embedder
+from selfcrag.errors import IngestError
 from selfcrag.home import describe, is_postgres
 from selfcrag.knowledge import index_files
 from selfcrag.knowledge.atomic_dir import recover_directory, replace_directory
@@ -181,6 +182,12 @@ def write_documents(index_dir: str | Path, docs: list[SourceDocument], embedder:
         old = HybridIndex.load(path, embedder) if append and existed else None  # a damaged one: rebuild it
         if old is not None:
             old.doc_hashes = _doc_hashes(old, path)
+            # The manifest names the embedder, not its size: a model of the same name giving vectors of another
+            # size would mix two sizes in one index (PostgreSQL's schema records the dimension and checks it too).
+            dim, held = len(embedder.embed_query("dimensions")), old.manifest()["dim"]
+            if dim != held:
+                raise IngestError(f"the index at {index_dir} holds {held}-dimensional vectors but the embeddings "
+                                  f"give {dim}-dimensional ones; use the embeddings that built it")
         report.replaced_index = existed and not append
         chunks, hashes = _plan(old, docs, report, set(remove))
         if not chunks and report.removed:  # the last documents removed: an empty directory, swapped in whole
