@@ -68,6 +68,17 @@ def test_search_is_the_vector_search_and_the_index_retriever_stays_hybrid(kb_loc
     assert [d.metadata["doc_id"] for d in hybrid] == ["bridges"]
 
 
+def test_mmr_trades_a_near_copy_for_something_else(kb_location: str) -> None:
+    store = KnowledgeBaseVectorStore(kb_location, embedding=DeterministicFakeEmbedding(size=6))
+    copy = "The ferry leaves every 40 minutes."
+    store.add_texts([copy, copy, "The bridges are closed on Sundays."], ids=["ferry", "ferry-copy", "bridges"])
+    assert {d.id for d in store.similarity_search(copy, k=2)} == {"ferry", "ferry-copy"}
+    varied = store.as_retriever(search_type="mmr", search_kwargs={"k": 2, "lambda_mult": 0.25}).invoke(copy)
+    assert varied[0].id in {"ferry", "ferry-copy"} and varied[1].id == "bridges"
+    only = store.max_marginal_relevance_search(copy, k=3, fetch_k=1)  # k taken from the fetch_k nearest
+    assert len(only) == 1 and only[0].id in {"ferry", "ferry-copy"}
+
+
 def test_a_long_document_comes_back_as_its_chunks_and_goes_as_a_whole(kb_location: str) -> None:
     store = KnowledgeBaseVectorStore(kb_location, embedding=DeterministicFakeEmbedding(size=6))
     long_text = " ".join(f"Sentence number {n} of the long harbour report says something new." for n in range(80))

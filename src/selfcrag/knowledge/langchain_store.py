@@ -6,7 +6,8 @@ Two faces of one knowledge base, searching differently:
   deduplicated, and chunks below the similarity gate dropped (langchain_retriever.py).
 - This store's `similarity_search*` is the vector search alone: the `k` chunks whose vectors are nearest the query
   (cosine, best first; exact on a flat index and below `exact_search_below` chunks in PostgreSQL), no keywords, no
-  gate. Its `as_retriever()` is LangChain's `VectorStoreRetriever` over that search.
+  gate; `max_marginal_relevance_search` picks among those for variety. Its `as_retriever()` is LangChain's
+  `VectorStoreRetriever` over these (`search_type` similarity, similarity_score_threshold or mmr).
 
 Writes go through `ingestion.write_documents`, the one write path `ingest` uses: adding a document whose id is
 known replaces it (unchanged ones are left alone), nothing already embedded is embedded again, a directory index
@@ -28,9 +29,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from selfcrag.errors import IngestError
 from selfcrag.home import is_postgres
@@ -139,7 +142,28 @@ class KnowledgeBaseVectorStore(VectorStore):
         index = self._index()
         if index is None:
             return []
-        return [(_document(chunk), cosine) for chunk, cosine in index.nearest(embedding, k)]
+        return [(_document(chunk), cosine) for chunk, cosine, _ in index.nearest(embedding, k)]
+
+    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+                                      **kwargs: Any) -> list[Document]:
+        """`k` of the `fetch_k` nearest chunks, each next one the most relevant and least like those already taken
+        (`lambda_mult` 1: relevance alone, 0: difference alone): what `as_retriever(search_type="mmr")` asks."""
+        _no_options(kwargs, "max_marginal_relevance_search")
+        if self._index() is None:
+            return []
+        return self.max_marginal_relevance_search_by_vector(list(self.embedder.embed_query(query)), k, fetch_k,
+                                                            lambda_mult)
+
+    def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
+                                                lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
+        _no_options(kwargs, "max_marginal_relevance_search")
+        index = self._index()
+        found = [] if index is None else index.nearest(embedding, fetch_k)
+        if not found:
+            return []
+        picked = maximal_marginal_relevance(np.asarray(embedding, dtype=np.float32), [v for _, _, v in found],
+                                            lambda_mult=lambda_mult, k=k)
+        return [_document(found[i][0]) for i in picked]
 
     def _select_relevance_score_fn(self) -> Any:
         """Relevance in [0, 1]: the cosine, below 0 as 0 (the hybrid retrieval's fusion clips it alike)."""

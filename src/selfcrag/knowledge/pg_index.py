@@ -280,10 +280,10 @@ class PgIndex:
             cosines[row] = float(value)
         return chunks, cosines
 
-    def nearest(self, vector: Any, k: int, settings: Context | None = None) -> list[tuple[Chunk, float]]:
-        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine: the vector half
-        of `retrieve` alone (exact below `exact_search_below` chunks, else the HNSW index), for the VectorStore
-        face (langchain_store.py). Chunks carry their document's metadata."""
+    def nearest(self, vector: Any, k: int, settings: Context | None = None) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
+        vector: the vector half of `retrieve` alone (exact below `exact_search_below` chunks, else the HNSW index),
+        for the VectorStore face (langchain_store.py). Chunks carry their document's metadata."""
         from selfcrag.context import Context
 
         settings = settings or Context.from_env()
@@ -292,10 +292,11 @@ class PgIndex:
         with self.snapshot() as conn:
             size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
             rows = _vector_top(conn, query, min(k, size), size, settings) if k > 0 and size else []
-            found = {row: (chunk, cosine) for row, *chunk, cosine in conn.execute(
-                f"SELECT row, {_CHUNK_COLUMNS}, -(embedding <#> %(q)s) FROM selfcrag_kb_chunks "
+            found = {row: (chunk, cosine, stored) for row, *chunk, cosine, stored in conn.execute(
+                f"SELECT row, {_CHUNK_COLUMNS}, -(embedding <#> %(q)s), embedding FROM selfcrag_kb_chunks "
                 "WHERE row = ANY(%(rows)s)", {"rows": rows, "q": query})}
-        return [(_chunk(found[row][0]), float(found[row][1])) for row in rows]
+        return [(_chunk(found[row][0]), float(found[row][1]), np.asarray(found[row][2].to_numpy(), dtype=np.float32))
+                for row in rows]
 
     def chunks_of(self, doc_ids: list[str]) -> list[Chunk]:
         """The chunks of these documents, in ingest order (a document's in its order), with their metadata."""

@@ -239,10 +239,10 @@ class HybridIndex:
                  "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
         return self._top(scored, settings, ranks)
 
-    def nearest(self, vector: Any, k: int) -> list[tuple[Chunk, float]]:
-        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine: the vector half
-        of `retrieve` alone, without keywords or the gate (the VectorStore face, langchain_store.py). Exact on a
-        flat index; on HNSW (from 250,000 chunks) the graph walk `retrieve` uses too."""
+    def nearest(self, vector: Any, k: int) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
+        vector: the vector half of `retrieve` alone, without keywords or the gate (the VectorStore face,
+        langchain_store.py). Exact on a flat index; on HNSW (from 250,000 chunks) the graph walk `retrieve` uses."""
         if not self.chunks or k < 1:
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
@@ -251,8 +251,8 @@ class HybridIndex:
                               f"{self._vectors.d}-dimensional ones")
         query /= max(float(np.linalg.norm(query)), 1e-12)
         rows = [int(r) for r in vector_index.search(self._vectors, query, min(k, len(self.chunks))) if r >= 0]
-        cosines = self._vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64)) @ query[0]
-        return [(self.chunks[row], float(cosine)) for row, cosine in zip(rows, cosines, strict=True)]
+        vectors = self._vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+        return [(self.chunks[row], float(v @ query[0]), v) for row, v in zip(rows, vectors, strict=True)]
 
     def chunks_of(self, doc_ids: list[str]) -> list[Chunk]:
         """The chunks of these documents, in index order (a document's in its order)."""
