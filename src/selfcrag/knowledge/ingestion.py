@@ -1,5 +1,6 @@
 """`selfcrag.ingest(sources, index_dir)`: documents in, a saved index out. The one way to build or extend an index:
-`selfcrag ingest` and the server's indexer graph (indexer.py) call it.
+`selfcrag ingest` and the server's indexer graph (indexer.py) call it, and the VectorStore face (langchain_store.py)
+calls its write path, `write_documents`.
 
 Sources are paths (folders, files of every type loaders.py reads, JSONL corpora) and LangChain `Document`s.
 Without `append`, the index is built from the sources alone and replaces what `index_dir` held. With `append`,
