@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 from provenance import provenance  # noqa: E402
 
 from selfcrag import Context  # noqa: E402
-from selfcrag.knowledge import pg_index, vector_index  # noqa: E402
+from selfcrag.knowledge import pg_index, pg_schema, vector_index  # noqa: E402
 from selfcrag.knowledge.bm25 import BM25  # noqa: E402
 from selfcrag.knowledge.documents import Chunk  # noqa: E402
 from selfcrag.knowledge.pg_ingest import BULK_FROM, _write  # noqa: E402
@@ -116,7 +116,7 @@ def run(size: int, queries: int, url: str) -> dict:
     embedder = Preset()
     embedder.vectors = dict(zip(asked, near, strict=True))
     conn = psycopg.connect(url, autocommit=True)
-    pg_index.ensure_schema(conn, url, embedder, DIM)  # type: ignore[arg-type]
+    pg_schema.ensure_schema(conn, url, embedder, DIM)  # type: ignore[arg-type]
     register_vector(conn)
     client0, server0, wall0 = time.process_time(), server_cpu(), time.perf_counter()
     if size >= BULK_FROM:  # as ingest_documents does for a first bulk load: the HNSW index is built after it
@@ -124,7 +124,7 @@ def run(size: int, queries: int, url: str) -> dict:
     for start in range(0, size, BATCH):
         part = chunks[start : start + BATCH]
         _write(conn, [(c.doc_id, "h") for c in part], part, [c.text for c in part], vectors[start : start + BATCH], [])
-    conn.execute(pg_index.HNSW_INDEX)
+    conn.execute(pg_schema.HNSW_INDEX)
     client, server = time.process_time() - client0, server_cpu() - server0
     out: dict = {"chunks": size, "ingest_chunks_per_cpu_s": round(size / (client + server)), "ingest_client_cpu_s":
                  round(client, 1), "ingest_server_cpu_s": round(server, 1),

@@ -45,9 +45,10 @@ from selfcrag.errors import (
 from selfcrag.graph import build_graph, graph
 from selfcrag.knowledge.ingestion import ingest
 from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
+from selfcrag.knowledge.langchain_store import KnowledgeBaseVectorStore
 
-__all__ = ["Components", "Context", "LocalEmbeddings", "__version__", "ask", "build_graph", "graph", "ingest",
-           "load_index", "model_components", "offline_components",
+__all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings", "__version__", "ask", "build_graph",
+           "graph", "ingest", "load_index", "model_components", "offline_components",
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
            "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "DamagedFile", "EmbeddingModelError",
            "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",

@@ -103,12 +103,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
-    """`eval` and `calibrate`: the operator's settings from the flags, and the index, built from `--corpus` first
-    when the folder has none; a missing index or other embeddings fail here in one line, before any run."""
+def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | str]:
+    """`eval` and `calibrate`: the operator's settings from the flags, and the index (a folder, or a postgresql://
+    URL named without its password), built from `--corpus` first when it has none; a missing index or other
+    embeddings fail here in one line, before any run."""
     from pathlib import Path
 
     from selfcrag import Context
+    from selfcrag.home import describe, is_postgres
     from selfcrag.knowledge.documents import chunk_documents, load_documents
     from selfcrag.knowledge.embeddings import embedder_for
     from selfcrag.knowledge.index_files import complete
@@ -117,9 +119,19 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
                 "backend": "model" if args.model else None}
-    if args.index.startswith(("postgresql://", "postgres://")):  # not a folder to build from --corpus (yet)
-        raise CliError("eval and calibrate read an index directory; a PostgreSQL --index is not supported here yet")
     embedder = embedder_for(Context.from_env(**operator).embeddings)
+    if is_postgres(args.index):  # a knowledge base in PostgreSQL: built by `ingest`, its one write path
+        from selfcrag.knowledge.ingestion import ingest
+        from selfcrag.knowledge.pg_schema import has_knowledge_base
+
+        if args.corpus and not has_knowledge_base(args.index):
+            report = ingest([args.corpus], args.index, embeddings=embedder, on_progress=_progress)
+            print(report.summary(), file=sys.stderr)
+        elif args.corpus:
+            print(f"{describe(args.index)} already holds a knowledge base: using it, --corpus not indexed again",
+                  file=sys.stderr)
+        open_index(args.index, embedder)
+        return operator, describe(args.index)
     index = Path(args.index)
     if args.corpus and not complete(index):
         documents = load_documents([args.corpus])

@@ -1,17 +1,24 @@
-"""LangChain's own standard suites (`langchain-tests`): the knowledge base's retriever on both backends (a directory
-and PostgreSQL + pgvector), and `LocalEmbeddings`. Their async tests run on pytest-asyncio, which langchain-tests
-brings (asyncio_mode = auto in pyproject.toml)."""
+"""LangChain's own standard suites (`langchain-tests`): the knowledge base's retriever and its VectorStore face on
+both backends (a directory and PostgreSQL + pgvector), and `LocalEmbeddings`. Their async tests run on
+pytest-asyncio, which langchain-tests brings (asyncio_mode = auto in pyproject.toml). Nothing is skipped: the
+store's async methods are LangChain's defaults over the sync ones, so `has_async` stays on and both run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.retrievers import BaseRetriever
-from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests
+from langchain_core.vectorstores import VectorStore
+from langchain_tests.integration_tests import (
+    EmbeddingsIntegrationTests,
+    RetrieversIntegrationTests,
+    VectorStoreIntegrationTests,
+)
 from support.knowledge_base import new_database
 
-from selfcrag import LocalEmbeddings, ingest, load_index
+from selfcrag import KnowledgeBaseVectorStore, LocalEmbeddings, ingest, load_index
 
 HARBOUR = {  # five documents about one harbour: a question about it finds at least three
     "tides.md": "# Tides\n\nThe harbour of Quellport has two high tides a day; the highest reaches 7.5 metres.",
@@ -70,3 +77,19 @@ class TestLocalEmbeddingsStandard(EmbeddingsIntegrationTests):
     @property
     def embeddings_class(self) -> type[LocalEmbeddings]:
         return LocalEmbeddings
+
+
+class TestDirectoryVectorStoreStandard(VectorStoreIntegrationTests):
+    """An empty index directory per test, with the suite's own fake embeddings."""
+
+    @pytest.fixture()
+    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:  # type: ignore[override]
+        yield KnowledgeBaseVectorStore(tmp_path / "index", embedding=self.get_embeddings())
+
+
+class TestPostgresVectorStoreStandard(VectorStoreIntegrationTests):
+    """A new, empty database per test on the session's PostgreSQL 16 + pgvector."""
+
+    @pytest.fixture()
+    def vectorstore(self, pgvector_url: str) -> Iterator[VectorStore]:  # type: ignore[override]
+        yield KnowledgeBaseVectorStore(new_database(pgvector_url), embedding=self.get_embeddings())

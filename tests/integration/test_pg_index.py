@@ -5,6 +5,7 @@ schema records its version, the pool is bounded, and a database that goes away e
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ from support.postgres import pgvector_server
 
 from selfcrag import Context, ingest, load_index
 from selfcrag.errors import IngestError
-from selfcrag.knowledge import pg_index
+from selfcrag.knowledge import pg_index, pg_schema
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import chunk_documents, read_documents
 from selfcrag.knowledge.retrieval import index_text
@@ -102,10 +103,10 @@ def test_the_schema_records_its_version_and_a_newer_one_is_refused(hashed_kb: tu
     url, _ = hashed_kb
     with psycopg.connect(url, autocommit=True) as conn:
         meta = dict(conn.execute("SELECT name, value FROM selfcrag_kb_meta").fetchall())
-        assert meta == {"version": str(pg_index.SCHEMA_VERSION), "embedder": "test-hashing",
+        assert meta == {"version": str(pg_schema.SCHEMA_VERSION), "embedder": "test-hashing",
                         "tokenizer": meta["tokenizer"], "dim": "32"}
         conn.execute("UPDATE selfcrag_kb_meta SET value = '99' WHERE name = 'version'")
-    with pytest.raises(IngestError, match="has schema version 99; this selfcrag reads up to 1: upgrade selfcrag"):
+    with pytest.raises(IngestError, match="has schema version 99; this selfcrag reads up to 2: upgrade selfcrag"):
         pg_index.PgIndex.open(url, Hashing())
 
 
@@ -157,15 +158,33 @@ def test_a_database_that_goes_away_ends_the_run_in_one_line(tmp_path: Path) -> N
     assert "postgresql://" in proc.stderr and "cannot be used" in proc.stderr
 
 
-def test_eval_refuses_a_postgresql_index_in_one_line_instead_of_making_a_folder_of_it(tmp_path: Path) -> None:
+def test_eval_builds_a_postgresql_knowledge_base_from_its_corpus_then_reads_it(pgvector_url: str,
+                                                                             tmp_path: Path) -> None:
+    """`selfcrag eval --index postgresql://... --corpus` ingests the corpus into an empty database (as `ingest`
+    does) and evaluates on it; a second run finds it and does not index again. A database that cannot be reached
+    is one line, and no folder is made of the URL."""
+    url = new_database(pgvector_url)
     questions = Path(__file__).parents[1] / "data" / "sample_questions.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "selfcrag.cli", "eval", str(questions), "--index",
-                           "postgresql://reader@db.example.com/kb", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines() == [
-        "selfcrag: error: eval and calibrate read an index directory; a PostgreSQL --index is not supported here yet"]
-    assert not (tmp_path / "postgresql:").exists()
+    corpus = Path(__file__).parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
+
+    def evaluate(index: str, out: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "selfcrag.cli", "eval", str(questions), "--limit", "2",
+                               "--index", index, "--corpus", str(corpus), "--out", str(tmp_path / out)],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    first = evaluate(url, "first")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "indexed 23 documents" in first.stderr
+    metrics = json.loads((tmp_path / "first" / "metrics.json").read_text())
+    assert metrics["systems"]["selfcrag"]["questions"] == 2
+    assert metrics["run"]["index"].startswith("postgresql://")
+    second = evaluate(url, "second")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "already holds a knowledge base: using it" in second.stderr
+    gone = evaluate("postgresql://reader@/kb?host=/nonexistent-socket-dir&port=5", "gone")
+    assert gone.returncode != 0
+    assert len(gone.stderr.strip().splitlines()) == 1 and "cannot be used" in gone.stderr, gone.stderr
+    assert not (tmp_path / "postgresql:").exists() and not (tmp_path / "gone").exists()
 
 
 def test_readers_never_see_a_half_replaced_document_while_another_ingest_runs(pgvector_url: str) -> None:

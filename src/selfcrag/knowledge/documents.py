@@ -31,6 +31,9 @@ class SourceDocument:
     title: str
     source: str
     text: str
+    # The JSON of the metadata a document was added with through the VectorStore face (langchain_store.py), kept
+    # with each of its chunks and given back as it came; "" for documents read by `ingest`, which keeps none.
+    metadata: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Chunk:
     title: str
     source: str
     text: str
+    metadata: str = ""  # its document's (SourceDocument.metadata)
 
     def to_passage(self, score: float) -> Passage:
         return Passage(
@@ -50,6 +54,12 @@ class Chunk:
 
 
 # --- loading ----------------------------------------------------------------------------------------
+
+
+def cleaned(doc: SourceDocument) -> SourceDocument:
+    """Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters inside
+    Latin words (sanitize.clean_document)."""
+    return SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text), doc.metadata)
 
 
 def _title(text: str, stem: str) -> str:
@@ -92,9 +102,7 @@ class _Collector:
         self.skipped.append(problem)
 
     def add(self, doc: SourceDocument, file: Path | str, line: int = 0) -> None:
-        # Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters
-        # inside Latin words (sanitize.clean_document).
-        doc = SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text))
+        doc = cleaned(doc)
         # Chunk ids derive from doc ids, so two documents must not share one; the first keeps it.
         if doc.doc_id in self._owners:
             first_file, first_line = self._owners[doc.doc_id]
@@ -372,5 +380,6 @@ def chunk_documents(docs: Iterable[SourceDocument], max_words: int = 180, overla
     chunks = []
     for doc in docs:
         for index, text in enumerate(_chunk_text(doc.text, max_words, overlap_sentences)):
-            chunks.append(Chunk(f"{doc.doc_id}#{index}", doc.doc_id, index, doc.title, doc.source, text))
+            chunks.append(Chunk(f"{doc.doc_id}#{index}", doc.doc_id, index, doc.title, doc.source, text,
+                                doc.metadata))
     return chunks

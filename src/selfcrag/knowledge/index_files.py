@@ -212,7 +212,9 @@ def _chunk_record(line: bytes, lineno: int) -> dict[str, Any]:
             raise DamagedFile(f'{where}: "{name}" must be {"an integer" if kind is int else "a string"}')
     if record["chunk_index"] < 0 or record["id"] != f"{record['doc_id']}#{record['chunk_index']}":
         raise DamagedFile(f'{where}: "id" {record["id"]!r} does not match "doc_id" and "chunk_index"')
-    return {name: record[name] for name in CHUNK_FIELDS}
+    if not isinstance(record.get("metadata", ""), str):  # written only for a document that has metadata
+        raise DamagedFile(f'{where}: "metadata" must be a string')
+    return {name: record[name] for name in (*CHUNK_FIELDS, *(["metadata"] if "metadata" in record else []))}
 
 
 def read_chunks(directory: Path, count: int) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """`selfcrag.ingest(sources, index_dir)`: documents in, a saved index out. The one way to build or extend an index:
-`selfcrag ingest` and the server's indexer graph (indexer.py) call it.
+`selfcrag ingest` and the server's indexer graph (indexer.py) call it, and the VectorStore face (langchain_store.py)
+calls its write path, `write_documents`.
 
 Sources are paths (folders, files of every type loaders.py reads, JSONL corpora) and LangChain `Document`s.
 Without `append`, the index is built from the sources alone and replaces what `index_dir` held. With `append`,
@@ -21,9 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selfcrag.contract import Embedder
+from selfcrag.errors import IngestError
 from selfcrag.home import describe, is_postgres
 from selfcrag.knowledge import index_files
-from selfcrag.knowledge.atomic_dir import recover_directory
+from selfcrag.knowledge.atomic_dir import recover_directory, replace_directory
 from selfcrag.knowledge.documents import Chunk, Skipped, SourceDocument, chunk_documents, read_documents
 from selfcrag.knowledge.langchain_objects import as_embedder
 from selfcrag.knowledge.loaders import Limits
@@ -45,6 +48,7 @@ class IngestReport:
     replaced: int = 0
     unchanged: int = 0
     kept: int = 0
+    removed: int = 0  # taken out (the VectorStore face's delete)
     embedded: int = 0
     reused: int = 0
     replaced_index: bool = False  # without append: index_dir held an index, now replaced
@@ -80,14 +84,15 @@ def _doc_hashes(index: HybridIndex, path: Path) -> dict[str, str]:
         return {}
 
 
-def _has_index(path: Path) -> bool:
+def has_index(path: Path) -> bool:
     found = recover_directory(path, index_files.complete)  # a save killed between its renames: put the old back
     return found is not None and index_files.complete(found)
 
 
-def _plan(old: HybridIndex | None, docs: list[SourceDocument],
-          report: IngestReport) -> tuple[list[Chunk], dict[str, str]]:
-    """The new index's chunks (old documents in their order, then the new ones) and its document hashes."""
+def _plan(old: HybridIndex | None, docs: list[SourceDocument], report: IngestReport,
+          remove: set[str]) -> tuple[list[Chunk], dict[str, str]]:
+    """The new index's chunks (old documents in their order but those in `remove`, then the new ones) and its
+    document hashes."""
     hashes = {doc.doc_id: content_hash(doc) for doc in docs}
     if old is None:
         report.added = len(docs)
@@ -99,7 +104,9 @@ def _plan(old: HybridIndex | None, docs: list[SourceDocument],
     chunks: list[Chunk] = []
     for doc_id, old_chunks in by_doc.items():
         doc = incoming.get(doc_id)
-        if doc is None:
+        if doc is None and doc_id in remove:
+            report.removed += 1
+        elif doc is None:
             report.kept += 1
             chunks += old_chunks
             hashes[doc_id] = old.doc_hashes.get(doc_id, "")  # none for an index built before hashes: never equal
@@ -146,28 +153,47 @@ def ingest(
     started = time.perf_counter()
     if isinstance(sources, str | Path | Document):
         sources = [sources]
+    if not is_postgres(str(index_dir)):
+        _check_replaceable(Path(index_dir).expanduser())  # before any embedding: `--index docs/` by mistake fails
+    embedder = as_embedder(embeddings)
+    loaded = read_documents(sources, strict=strict, limits=limits)
+    where = describe(str(index_dir)) if is_postgres(str(index_dir)) else str(index_dir)
+    report = IngestReport(where, append, documents=len(loaded.documents), skipped=loaded.skipped)
+    write_documents(index_dir, loaded.documents, embedder, report, append=append, on_progress=on_progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def write_documents(index_dir: str | Path, docs: list[SourceDocument], embedder: Embedder, report: IngestReport, *,
+                    append: bool, remove: Iterable[str] = (),
+                    on_progress: Callable[[int, int], None] | None = None) -> None:
+    """The one write path of both backends, for `ingest` and the VectorStore face (langchain_store.py): write
+    `docs` (read and cleaned already) into `index_dir` as `ingest` describes, and with `append` take the documents
+    `remove` names out too; fill `report`. A directory index is saved whole and atomically; PostgreSQL writes a
+    batch of documents per transaction (pg_ingest.py). A directory left without documents holds no index."""
     if is_postgres(str(index_dir)):  # the knowledge base in PostgreSQL + pgvector (pg_ingest.py)
         from selfcrag.knowledge.pg_ingest import ingest_documents  # lazily, for start-up: loads when used
 
-        embedder = as_embedder(embeddings)
-        loaded = read_documents(sources, strict=strict, limits=limits)
-        report = IngestReport(describe(str(index_dir)), append, documents=len(loaded.documents),
-                              skipped=loaded.skipped)
-        ingest_documents(str(index_dir), loaded.documents, embedder, report, append=append, on_progress=on_progress)
-        report.seconds = time.perf_counter() - started
-        return report
+        ingest_documents(str(index_dir), docs, embedder, report, append=append, remove=list(remove),
+                         on_progress=on_progress)
+        return
     path = Path(index_dir).expanduser()
-    _check_replaceable(path)  # before any embedding: `--index docs/` by mistake fails at once
-    embedder = as_embedder(embeddings)
-    loaded = read_documents(sources, strict=strict, limits=limits)
-    report = IngestReport(str(index_dir), append, documents=len(loaded.documents), skipped=loaded.skipped)
     with _lock(path):
-        existed = _has_index(path)
+        existed = has_index(path)
         old = HybridIndex.load(path, embedder) if append and existed else None  # a damaged one: rebuild it
         if old is not None:
             old.doc_hashes = _doc_hashes(old, path)
+            # The manifest names the embedder, not its size: a model of the same name giving vectors of another
+            # size would mix two sizes in one index (PostgreSQL's schema records the dimension and checks it too).
+            dim, held = len(embedder.embed_query("dimensions")), old.manifest()["dim"]
+            if dim != held:
+                raise IngestError(f"the index at {index_dir} holds {held}-dimensional vectors but the embeddings "
+                                  f"give {dim}-dimensional ones; use the embeddings that built it")
         report.replaced_index = existed and not append
-        chunks, hashes = _plan(old, loaded.documents, report)
+        chunks, hashes = _plan(old, docs, report, set(remove))
+        if not chunks and report.removed:  # the last documents removed: an empty directory, swapped in whole
+            replace_directory(path, lambda tmp: None)
+            return
         reusing = Reusing(embedder, old)
         # An old index saved without stored text vectors gets none now either: they would cost its whole text.
         with_texts = old is None or old.text_vectors is not None
@@ -176,6 +202,3 @@ def ingest(
         index.doc_hashes = hashes
         index.save(path)
     report.chunks, report.embedded, report.reused = len(index.chunks), reusing.embedded, reusing.reused
-    report.seconds = time.perf_counter() - started
-    return report
-

@@ -11,8 +11,8 @@ does the searching, so nothing is loaded into the process and a query costs the 
 - the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
 
 One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest
-(pg_ingest.py) writes a batch of documents per transaction. The schema is created and migrated under an advisory
-lock and its version recorded. Connections come from one bounded pool per URL and process.
+(pg_ingest.py) writes a batch of documents per transaction. The schema (pg_schema.py) is created and migrated
+under an advisory lock and its version recorded. Connections come from one bounded pool per URL and process.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
+from selfcrag.knowledge.pg_schema import CONNECT_SECONDS, check_meta, connect, needs_extra, unreachable
 from selfcrag.knowledge.retrieval import (
     CANDIDATES_PER_K,
     embedder_label,
@@ -41,64 +42,21 @@ from selfcrag.knowledge.retrieval import (
     keyword_scored,
     top_passages,
 )
-from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.knowledge.vector_store import embedder_name
 from selfcrag.knowledge.vector_store import key as text_key
-from selfcrag.text.text import TOKENIZER, keyword_tokens
+from selfcrag.text.text import keyword_tokens
 
 if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
 
     from selfcrag.context import Context
 
-SCHEMA_VERSION = 1
-SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 POOL_SIZE = 8  # connections per process and URL
-CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
-PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
 # hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
 # (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
 PG_SEARCH_DEPTH = 256
 K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 
-
-# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
-# bulk load killed before it was rebuilt).
-HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
-    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
-
-
-def schema(dim: int) -> list[str]:
-    """Version 1 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
-    return [
-        "CREATE EXTENSION IF NOT EXISTS vector",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_documents (doc_id TEXT PRIMARY KEY, hash TEXT NOT NULL)",
-        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_chunks (
-            row BIGSERIAL PRIMARY KEY,
-            doc_id TEXT NOT NULL REFERENCES selfcrag_kb_documents ON DELETE CASCADE,
-            chunk_index INTEGER NOT NULL, title TEXT NOT NULL, source TEXT NOT NULL, text TEXT NOT NULL,
-            search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
-            UNIQUE (doc_id, chunk_index))""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
-        HNSW_INDEX,
-        # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
-        """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
-            term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
-            tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
-        "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
-            one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL)""",
-        "INSERT INTO selfcrag_kb_stats (chunks, tokens) VALUES (0, 0) ON CONFLICT DO NOTHING",
-        f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_text_vectors (
-            key BYTEA PRIMARY KEY, doc_id TEXT NOT NULL, embedding vector({dim}) NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS selfcrag_kb_text_vectors_doc ON selfcrag_kb_text_vectors (doc_id)",
-    ]
-
-
-# Statements that take a knowledge base of version N (the index) to N + 1; none yet.
-MIGRATIONS: list[list[str]] = []
 
 # Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
 _WEIGHTS = f"""
@@ -143,63 +101,23 @@ def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
     return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
 
 
-def unreachable(url: str, exc: BaseException) -> IngestError:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return IngestError(f"the knowledge base at {describe(url)} cannot be used: {first}")
+def _vector_top(conn: Any, query: np.ndarray, n: int, size: int, settings: Context) -> list[int]:
+    """Rows of the `n` chunks nearest the unit `query`, best first: exact below `exact_search_below` chunks (or
+    with `vector_index` flat), else the HNSW index, whatever the planner's statistics (stale after a bulk ingest)."""
+    exact = settings.vector_index == "flat" or (settings.vector_index == "auto" and size < settings.exact_search_below)
+    if not exact:
+        conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+    found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW, {"q": query, "n": n})]
+    conn.execute("SET LOCAL enable_seqscan = on")
+    return found
 
 
-def _needs_extra() -> IngestError:
-    return IngestError("a PostgreSQL knowledge base needs the postgres extra: pip install 'selfcrag[postgres]'")
+_CHUNK_COLUMNS = "doc_id, chunk_index, title, source, text, metadata"  # a Chunk, as `_chunk` reads it
 
 
-def connect(url: str) -> Any:
-    """One connection outside the pool (schema creation, ingest), with pgvector's types when the extension is in."""
-    try:
-        import pgvector.psycopg  # noqa: F401 - every caller then registers its types
-        import psycopg
-    except ImportError:
-        raise _needs_extra() from None
-    try:
-        return psycopg.connect(url, connect_timeout=CONNECT_SECONDS, autocommit=True)
-    except psycopg.Error as exc:
-        raise unreachable(url, exc) from None
-
-
-def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
-    """Create (or migrate) the tables under an advisory lock, recording version, embedder, tokenizer and dimension;
-    a knowledge base built with other embeddings, another tokenizer or by a newer selfcrag is refused."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        exists = conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]
-        if not exists:
-            for statement in schema(dim):
-                conn.execute(statement)
-            wanted = {"version": str(SCHEMA_VERSION), "embedder": embedder_label(embedder), "tokenizer": TOKENIZER,
-                      "dim": str(dim)}
-            conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
-        meta = check_meta(conn, url, embedder)
-        conn.execute(HNSW_INDEX)
-        for version in range(int(meta["version"]), SCHEMA_VERSION):
-            for statement in MIGRATIONS[version - 1]:
-                conn.execute(statement)
-            conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(version + 1),))
-    if int(meta["dim"]) != dim:
-        raise IngestError(f"the knowledge base at {describe(url)} holds {meta['dim']}-dimensional vectors but the "
-                          f"embeddings give {dim}-dimensional ones; use the embeddings that built it")
-
-
-def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
-    meta = {name: value for name, value in conn.execute("SELECT name, value FROM selfcrag_kb_meta").fetchall()}
-    where = describe(url)
-    if int(meta["version"]) > SCHEMA_VERSION:
-        raise IngestError(f"the knowledge base at {where} has schema version {meta['version']}; this selfcrag reads "
-                          f"up to {SCHEMA_VERSION}: upgrade selfcrag")
-    for what, built, current in (("embedder", meta["embedder"], embedder_label(embedder)),
-                                 ("keyword tokenizer", meta["tokenizer"], TOKENIZER)):
-        if built != current:
-            raise IngestError(f"the knowledge base at {where} was built with {what} {built!r} but the current "
-                              f"{what} is {current!r}; use the one that built it, or another database")
-    return meta
+def _chunk(record: Iterable[Any]) -> Chunk:
+    doc_id, index, title, source, text, metadata = record
+    return Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text, metadata)
 
 
 _pools: dict[str, Any] = {}
@@ -213,7 +131,7 @@ def pool(url: str) -> Any:
         from pgvector.psycopg import register_vector
         from psycopg_pool import ConnectionPool
     except ImportError:
-        raise _needs_extra() from None
+        raise needs_extra() from None
     with _pools_lock:
         if url not in _pools:
             _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
@@ -325,15 +243,7 @@ class PgIndex:
             if depth == 0:
                 return []
             ranked = keyword_top(conn, terms, depth) if terms else []
-            found: list[int] = []
-            if qvec is not None:
-                exact = settings.vector_index == "flat" or (
-                    settings.vector_index == "auto" and size < settings.exact_search_below)
-                if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
-                found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
-                                                         {"q": qvec, "n": depth}).fetchall()]
-                conn.execute("SET LOCAL enable_seqscan = on")
+            found = _vector_top(conn, qvec, depth, size, settings) if qvec is not None else []
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
@@ -369,6 +279,31 @@ class PgIndex:
             chunks[row] = Chunk(f"{doc_id}#{index}", doc_id, index, title, source, text)
             cosines[row] = float(value)
         return chunks, cosines
+
+    def nearest(self, vector: Any, k: int, settings: Context | None = None) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
+        vector: the vector half of `retrieve` alone (exact below `exact_search_below` chunks, else the HNSW index),
+        for the VectorStore face (langchain_store.py). Chunks carry their document's metadata."""
+        from selfcrag.context import Context
+
+        settings = settings or Context.from_env()
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        query /= max(float(np.linalg.norm(query)), 1e-12)
+        with self.snapshot() as conn:
+            size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
+            rows = _vector_top(conn, query, min(k, size), size, settings) if k > 0 and size else []
+            found = {row: (chunk, cosine, stored) for row, *chunk, cosine, stored in conn.execute(
+                f"SELECT row, {_CHUNK_COLUMNS}, -(embedding <#> %(q)s), embedding FROM selfcrag_kb_chunks "
+                "WHERE row = ANY(%(rows)s)", {"rows": rows, "q": query})}
+        return [(_chunk(found[row][0]), float(found[row][1]), np.asarray(found[row][2].to_numpy(), dtype=np.float32))
+                for row in rows]
+
+    def chunks_of(self, doc_ids: list[str]) -> list[Chunk]:
+        """The chunks of these documents, in ingest order (a document's in its order), with their metadata."""
+        with self.snapshot() as conn:
+            return [_chunk(record) for record in conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM selfcrag_kb_chunks WHERE doc_id = ANY(%s) ORDER BY row",
+                (list(doc_ids),))]
 
     def stored_vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
         """Vectors the knowledge base holds for some of `texts`: stored text vectors, else chunk search vectors

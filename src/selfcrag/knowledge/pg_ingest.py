@@ -18,7 +18,8 @@ import numpy as np
 
 from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
-from selfcrag.knowledge.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
+from selfcrag.knowledge.pg_index import PgIndex
+from selfcrag.knowledge.pg_schema import HNSW_INDEX, WRITE_LOCK, connect, ensure_schema, unreachable
 from selfcrag.knowledge.retrieval import index_text
 from selfcrag.knowledge.reuse import Reusing, content_hash
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
@@ -32,8 +33,9 @@ BULK_FROM = 5000
 
 
 def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, report: Any, *, append: bool,
-                     on_progress: Callable[[int, int], None] | None = None) -> None:
-    """Write `docs` into the knowledge base at `url` and fill `report` (an ingestion.IngestReport)."""
+                     remove: list[str] | None = None, on_progress: Callable[[int, int], None] | None = None) -> None:
+    """Write `docs` into the knowledge base at `url` and fill `report` (an ingestion.IngestReport); the documents
+    `remove` names (and `docs` does not) are taken out first, in one transaction."""
     import psycopg
 
     dim = len(embedder.embed_query("dimensions"))
@@ -46,6 +48,13 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
         register_vector(conn)
         index = PgIndex(url, embedder)
         hashes = {doc.doc_id: content_hash(doc) for doc in docs}
+        if remove:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                gone = [d for (d,) in conn.execute("SELECT doc_id FROM selfcrag_kb_documents WHERE doc_id = ANY(%s)",
+                                                   ([d for d in remove if d not in hashes],)).fetchall()]
+                _remove(conn, gone)
+            report.removed = len(gone)
         known = dict(conn.execute("SELECT doc_id, hash FROM selfcrag_kb_documents WHERE doc_id = ANY(%s)",
                                   (list(hashes),)).fetchall())
         todo = [doc for doc in docs if known.get(doc.doc_id) != hashes[doc.doc_id]]
@@ -140,10 +149,10 @@ def _write(conn: Any, documents: list[tuple[str, str]], chunks: list[Chunk], tex
                                            (len(chunks),)).fetchall()]
         tokens = [keyword_tokens(t) for t in texts]
         with conn.cursor().copy("COPY selfcrag_kb_chunks (row, doc_id, chunk_index, title, source, text, search_key, "
-                                "length, embedding) FROM STDIN") as copy:
+                                "length, embedding, metadata) FROM STDIN") as copy:
             for row, chunk, text, words, vector in zip(rows, chunks, texts, tokens, vectors, strict=True):
                 copy.write_row((row, chunk.doc_id, chunk.chunk_index, chunk.title, chunk.source, chunk.text,
-                                text_key(text), len(words), vector))
+                                text_key(text), len(words), vector, chunk.metadata))
         with conn.cursor().copy("COPY selfcrag_kb_postings (term, chunk, tf, length) FROM STDIN") as copy:
             for row, words in zip(rows, tokens, strict=True):
                 for term, tf in Counter(words).items():

@@ -239,6 +239,26 @@ class HybridIndex:
                  "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
         return self._top(scored, settings, ranks)
 
+    def nearest(self, vector: Any, k: int) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
+        vector: the vector half of `retrieve` alone, without keywords or the gate (the VectorStore face,
+        langchain_store.py). Exact on a flat index; on HNSW (from 250,000 chunks) the graph walk `retrieve` uses."""
+        if not self.chunks or k < 1:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        if query.shape[1] != self._vectors.d:
+            raise IngestError(f"a {query.shape[1]}-dimensional query vector for an index of "
+                              f"{self._vectors.d}-dimensional ones")
+        query /= max(float(np.linalg.norm(query)), 1e-12)
+        rows = [int(r) for r in vector_index.search(self._vectors, query, min(k, len(self.chunks))) if r >= 0]
+        vectors = self._vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+        return [(self.chunks[row], float(v @ query[0]), v) for row, v in zip(rows, vectors, strict=True)]
+
+    def chunks_of(self, doc_ids: list[str]) -> list[Chunk]:
+        """The chunks of these documents, in index order (a document's in its order)."""
+        wanted = set(doc_ids)
+        return [chunk for chunk in self.chunks if chunk.doc_id in wanted]
+
     def _keyword_scored(
         self, tokens: list[str], bm25: dict[int, float], lexical: set[int], settings: Context
     ) -> list[tuple[float, int]]:
@@ -267,7 +287,8 @@ class HybridIndex:
         full disk halfway) find the complete old index or the complete new one (`atomic_dir`)."""
         path = Path(directory).expanduser()
         _check_replaceable(path)
-        chunks = (asdict(chunk) for chunk in self.chunks)
+        # "metadata" only where there is some: an index of files is written as before it existed.
+        chunks = ({k: v for k, v in asdict(chunk).items() if k != "metadata" or v} for chunk in self.chunks)
 
         def write(tmp: Path) -> None:
             index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_arrays(), self.manifest())

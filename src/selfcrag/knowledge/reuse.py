@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 
 def content_hash(doc: SourceDocument) -> str:
-    """Everything of a document that its chunks carry: a change to any of it is a changed document."""
-    return hashlib.sha256(json.dumps([doc.title, doc.source, doc.text]).encode("utf-8", "surrogatepass")).hexdigest()
+    """Everything of a document that its chunks carry: a change to any of it is a changed document. (Metadata only
+    when there is some, so documents without it keep the hashes they had before it was kept.)"""
+    carried = [doc.title, doc.source, doc.text, *([doc.metadata] if doc.metadata else [])]
+    return hashlib.sha256(json.dumps(carried).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Reusing:
