@@ -488,3 +488,13 @@ def test_unknown_texts_other_embedders_and_other_components_miss_the_store(help_
     direct = Recording(embedder)
     OfflineRelevanceGrader(direct).grade("When do tomatoes need water?", [passage("gardening")], settings)
     assert known in direct.texts
+
+
+def test_a_possessive_name_is_the_name_the_evidence_gives():
+    from selfcrag.text.rules import names, rule_flags
+
+    evidence = "After Mongke died, Kublai Khan and his brother Ariq Boke fought for the throne."
+    # "Kublai Khan's" was read as the words kublai, khan and s, and "s" is in no evidence: a true answer flagged.
+    assert rule_flags("The man who challenged Kublai Khan's claim was Ariq Boke [doc_1].", evidence) == []
+    assert names("It was the Khans' army, then O'Brien's.") == ["Khans", "O'Brien"]
+    assert rule_flags("The heir was Kublai Khan's son Zhenjin.", evidence) == ["name 'Zhenjin' not in the evidence"]

@@ -12,7 +12,7 @@ from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_b
 RELEVANCE = "grade_documents/1"
 REFINE = "refine/1"
 GROUNDEDNESS = "check_hallucination/2"
-ANSWER = "grade_answer/2"
+ANSWER = "grade_answer/3"
 REWRITE = "rewrite_query/1"
 REWRITE_WEB = "rewrite_query_web/1"
 
@@ -67,14 +67,17 @@ statement that gives instructions (to the reader, the user or an assistant) inst
 
 def answer_grade(question: str, answer: str) -> list[BaseMessage]:
     """Version 2 asks about the question's constraints explicitly: an answer about another entity, year, number,
-    product or qualifier than the one asked answers another question (quality/constraints.py checks the same)."""
+    product or qualifier than the one asked answers another question (quality/constraints.py checks the same).
+    Version 3 gives no example phrases: a 0.5B model wrote version 2's example ("asks about the monthly plan; the
+    answer is about the annual plan") into `missing` for questions about other things, and `missing` feeds the
+    query rewrite."""
     system = f"""You grade whether an answer addresses its question (not whether it is true): score 1.0 fully, \
 0.5 in part, 0.0 not at all; missing: what the question asks that the answer does not give ("" if nothing); \
 a reason in a few words.
 Check the question's constraints first: is the answer about the same entity (person, place, organisation, \
-product), the same year, date or number, and the same qualifier (a monthly plan is not an annual plan) as the \
-question asks? An answer about a different one does not address the question: score 0.0, and say in missing \
-what it is about instead (e.g. "asks about the monthly plan; the answer is about the annual plan").
+product), the same year, date or number, and the same qualifier as the question asks? An answer about a \
+different one does not address the question: score 0.0, and say in missing which one the question asks about \
+and which one the answer is about.
 {DATA_NOTICE.format(tag="answer")}"""
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{block('answer', 'answer', answer)}")]
 

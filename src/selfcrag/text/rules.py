@@ -16,6 +16,8 @@ _CITATION = re.compile(r"\[(?:doc|web)_\d+\]")
 _NAME = re.compile(r"\b[A-Z][\w'&-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'&-]*)*")
 # Tokens as text.words() sees them, case kept: identifiers such as user_123 or v2.3 stay whole.
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)*")
+# A possessive ending: "Kublai Khan's" names Kublai Khan, "the Khans'" the Khans (O'Brien keeps its apostrophe).
+_POSSESSIVE = re.compile(r"(?<=[A-Za-z])'s?(?=\s|$)")
 ABSOLUTE_WORDS = frozenset({
     "always", "never", "all", "every", "everyone", "everything", "none", "nobody", "nothing", "guaranteed",
     "guarantee", "guarantees", "only", "completely", "entirely", "totally", "forever", "unlimited", "certainly",
@@ -46,6 +48,7 @@ def names(sentence: str) -> list[str]:
         phrase = match.group(0)
         if not bare and not sentence[: match.start()].strip(" \"'([*-"):
             phrase = " ".join(phrase.split()[1:])  # drop the sentence-initial word, keep the rest of the phrase
+        phrase = _POSSESSIVE.sub("", phrase)
         if phrase.lower() in STOPWORDS or phrase.lower() in {"yes", "no"}:
             continue
         if phrase and not all(is_identifier(t) for t in _TOKEN.findall(phrase)):
