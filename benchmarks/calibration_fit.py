@@ -86,7 +86,7 @@ def halueval_questions(folder: Path, work: Path, size: int | None = None) -> tup
 
 
 def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path, model: str = "",
-               keep: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+               keep: Path | None = None, origin: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every question through the graph (offline, or the model backend with `model`) on its corpus's (cached)
     index: one record each. With `keep`, each record is appended there as it is made, and the questions it already
     holds are not run again: a model run takes hours and may span sessions."""
@@ -109,7 +109,8 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
         systems.warm_up(todo[0]["question"])
     for done, question in enumerate(todo, 1):
         # plain RAG too: the floor rule compares the wrong answers the graph shows with plain's
-        pair = [{**measure(system, run, question), "source": name}
+        # Each record names the code and command that measured it: a kept file may span sessions and commits.
+        pair = [{**measure(system, run, question), "source": name, **(origin or {})}
                 for system, run in (("selfcrag", systems.selfcrag), ("plain", systems.plain))]
         records += pair
         if keep:
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         drop_torn_line(args.records)
     records = [r for name, (questions, corpus) in sources.items()
-               for r in run_source(name, questions, corpus, work, args.model, args.records)]  # fmt: skip
+               for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin)]  # fmt: skip
     rows = rows_of(records)
     plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
                       "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
