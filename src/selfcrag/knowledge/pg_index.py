@@ -17,7 +17,6 @@ lock and its version recorded. Connections come from one bounded pool per URL an
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ import numpy as np
 from selfcrag.contract import Embedder, Passage
 from selfcrag.errors import IngestError
 from selfcrag.home import describe
-from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge import pg_keywords
 from selfcrag.knowledge.documents import Chunk
 from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
@@ -41,7 +40,6 @@ from selfcrag.knowledge.retrieval import (
     keyword_scored,
     top_passages,
 )
-from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.knowledge.vector_store import embedder_name
 from selfcrag.knowledge.vector_store import key as text_key
 from selfcrag.text.text import TOKENIZER, keyword_tokens
@@ -51,25 +49,24 @@ if TYPE_CHECKING:
 
     from selfcrag.context import Context
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 POOL_SIZE = 8  # connections per process and URL
 CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
-PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
-# hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
-# (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
-PG_SEARCH_DEPTH = 256
-K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
+IMPACT_INDEX = pg_keywords.IMPACT_INDEX
 
 
-# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
-# bulk load killed before it was rebuilt).
-HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
-    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
+def hnsw_index(settings: Context) -> str:
+    """The HNSW index with the operator's m and ef_construction (pgvector requires ef_construction >= 2 m). Built
+    with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
+    bulk load killed before it was rebuilt)."""
+    m = settings.pg_hnsw_m
+    return f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks USING hnsw
+        (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {max(settings.pg_hnsw_ef_construction, 2 * m)})"""
 
 
-def schema(dim: int) -> list[str]:
-    """Version 1 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
+def schema(dim: int, settings: Context) -> list[str]:
+    """Version 2 of the tables. The vector columns need the dimension, so they are made by the first ingest."""
     return [
         "CREATE EXTENSION IF NOT EXISTS vector",
         "CREATE TABLE IF NOT EXISTS selfcrag_kb_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -81,12 +78,13 @@ def schema(dim: int) -> list[str]:
             search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
             UNIQUE (doc_id, chunk_index))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
-        HNSW_INDEX,
+        hnsw_index(settings),
         # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
             term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
             tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
+        IMPACT_INDEX,
         "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
             one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL)""",
@@ -97,50 +95,19 @@ def schema(dim: int) -> list[str]:
     ]
 
 
-# Statements that take a knowledge base of version N (the index) to N + 1; none yet.
-MIGRATIONS: list[list[str]] = []
+# Statements that take a knowledge base of version N (the index) to N + 1.
+MIGRATIONS: list[list[str]] = [[IMPACT_INDEX]]  # 2: postings by density, for pg_keywords.top
 
-# Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
-_WEIGHTS = f"""
-    WITH s AS (SELECT chunks::float8 AS n, GREATEST(tokens::float8 / GREATEST(chunks, 1), 1e-9) AS avgdl
-               FROM selfcrag_kb_stats),
-         q AS (SELECT t.term, ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-               FROM selfcrag_kb_terms t, s WHERE t.term = ANY(%(terms)s))
-    SELECT p.chunk, p.term, q.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.length / s.avgdl)) AS w
-    FROM q JOIN selfcrag_kb_postings p ON p.term = q.term CROSS JOIN s"""
-_KEYWORD_TOP = (f"SELECT chunk, sum(w) AS score FROM ({_WEIGHTS}) x "
-                "GROUP BY chunk ORDER BY score DESC, chunk LIMIT %(n)s")
-_CANDIDATE_WEIGHTS = f"{_WEIGHTS} WHERE p.chunk = ANY(%(rows)s)"
-# `keyword_top`: a term in more than 1/COMMON_SHARE of the chunks is common (a long posting list, a low idf).
-COMMON_SHARE = 20
-BOUND_MARGIN = 1e-9  # float sums in another order differ in the last bits: a bound must clear them
 # `+ 0` keeps the planner off the HNSW index: an exact top-n over every vector.
 _VECTOR_EXACT = "SELECT row FROM selfcrag_kb_chunks ORDER BY (embedding <#> %(q)s) + 0, row LIMIT %(n)s"
 _VECTOR_HNSW = "SELECT row FROM selfcrag_kb_chunks ORDER BY embedding <#> %(q)s LIMIT %(n)s"
 
 
-def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
-    """The `n` best (chunk row, BM25 score) for the query's `terms`, best first, ties by row: `_KEYWORD_TOP`'s
-    answer, without reading the long posting lists of the query's common words when it need not (MaxScore's idea,
-    as bm25.py's `top`). The chunks holding a rare term are scored exactly (every term, looked up for those chunks
-    only); a chunk holding none of them scores at most what the common terms can add (idf * (k1 + 1) each), so when
-    the n-th best exact score beats that bound, no other chunk can enter the top n. Otherwise: every posting."""
-    size, _ = conn.execute("SELECT chunks, tokens FROM selfcrag_kb_stats").fetchone()
-    dfs = dict(conn.execute("SELECT term, df FROM selfcrag_kb_terms WHERE term = ANY(%s)", (terms,)).fetchall())
-    common = [t for t in terms if dfs.get(t, 0) * COMMON_SHARE > size]
-    rare = [t for t in terms if t in dfs and t not in common]
-    if common and rare and sum(dfs[t] for t in rare) < sum(dfs[t] for t in common):
-        bound = sum(math.log(1 + (size - dfs[t] + 0.5) / (dfs[t] + 0.5)) * (K1 + 1) for t in common)
-        rows = [r for (r,) in conn.execute("SELECT DISTINCT chunk FROM selfcrag_kb_postings WHERE term = ANY(%s)",
-                                           (rare,))]
-        weights: dict[int, dict[str, float]] = {row: {} for row in rows}
-        for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": rows}):
-            weights[int(row)][term] = float(weight)
-        scored = sorted(((sum(w.get(t, 0.0) for t in terms), row) for row, w in weights.items()),
-                        key=lambda item: (-item[0], item[1]))[:n]
-        if len(scored) == n and scored[-1][0] > bound * (1 + BOUND_MARGIN) + BOUND_MARGIN:
-            return [(row, score) for score, row in scored]
-    return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
+def search_depth(conn: Any, settings: Context, depth: int) -> None:
+    """This transaction's HNSW searches: the operator's ef_search (at least `depth`: pgvector returns no more rows
+    than it keeps), and no sequential scan, so stale planner statistics cannot turn one exact."""
+    conn.execute(f"SET LOCAL hnsw.ef_search = {max(settings.pg_hnsw_ef_search, depth)}; "
+                 "SET LOCAL enable_seqscan = off")
 
 
 def unreachable(url: str, exc: BaseException) -> IngestError:
@@ -165,20 +132,20 @@ def connect(url: str) -> Any:
         raise unreachable(url, exc) from None
 
 
-def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
+def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int, settings: Context) -> None:
     """Create (or migrate) the tables under an advisory lock, recording version, embedder, tokenizer and dimension;
     a knowledge base built with other embeddings, another tokenizer or by a newer selfcrag is refused."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         exists = conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]
         if not exists:
-            for statement in schema(dim):
+            for statement in schema(dim, settings):
                 conn.execute(statement)
             wanted = {"version": str(SCHEMA_VERSION), "embedder": embedder_label(embedder), "tokenizer": TOKENIZER,
                       "dim": str(dim)}
             conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
         meta = check_meta(conn, url, embedder)
-        conn.execute(HNSW_INDEX)
+        conn.execute(hnsw_index(settings))
         for version in range(int(meta["version"]), SCHEMA_VERSION):
             for statement in MIGRATIONS[version - 1]:
                 conn.execute(statement)
@@ -324,23 +291,22 @@ class PgIndex:
             depth = min(size, CANDIDATES_PER_K * settings.k)
             if depth == 0:
                 return []
-            ranked = keyword_top(conn, terms, depth) if terms else []
+            scorer = pg_keywords.Scorer(conn, terms)
+            weights: dict[int, dict[str, float]] = {}  # the keyword search's lookups serve the candidates too
+            ranked = pg_keywords.top(conn, scorer, depth, weights)
             found: list[int] = []
             if qvec is not None:
                 exact = settings.vector_index == "flat" or (
                     settings.vector_index == "auto" and size < settings.exact_search_below)
                 if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+                    search_depth(conn, settings, depth)
                 found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW,
                                                          {"q": qvec, "n": depth}).fetchall()]
                 conn.execute("SET LOCAL enable_seqscan = on")
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
-            weights: dict[int, dict[str, float]] = {row: {} for row in candidates}
-            if terms and candidates:
-                for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": candidates}):
-                    weights[int(row)][term] = float(weight)
+            scorer.look_up(conn, [row for row in candidates if row not in weights], weights)
 
         def holds(term: str, row: int) -> bool:
             return term in weights[row]

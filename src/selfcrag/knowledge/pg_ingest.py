@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
-from selfcrag.knowledge.pg_index import HNSW_INDEX, WRITE_LOCK, PgIndex, connect, ensure_schema, unreachable
+from selfcrag.knowledge.pg_index import WRITE_LOCK, PgIndex, connect, ensure_schema, hnsw_index, unreachable
 from selfcrag.knowledge.retrieval import index_text
 from selfcrag.knowledge.reuse import Reusing, content_hash
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
@@ -37,10 +38,11 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
     import psycopg
 
     dim = len(embedder.embed_query("dimensions"))
+    settings = Context.from_env()  # the operator's HNSW parameters, for an index this ingest builds
     conn = connect(url)
     try:
         existed = bool(conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0])
-        ensure_schema(conn, url, embedder, dim)
+        ensure_schema(conn, url, embedder, dim, settings)
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
@@ -73,7 +75,7 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
                                                 store.vectors[i]) for i in range(len(store.keys))]
             _write(conn, [(d.doc_id, hashes[d.doc_id]) for d in batch_docs], batch, texts, vectors, stored)
             done += len(batch)
-        conn.execute(HNSW_INDEX)  # after a bulk load: built once, over every vector
+        conn.execute(hnsw_index(settings))  # after a bulk load: built once, over every vector
         if not append:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
