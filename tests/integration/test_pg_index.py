@@ -86,9 +86,9 @@ class Reads:
 
     def execute(self, sql: str, params=None):  # noqa: ANN001, ANN201
         result = self.conn.execute(sql, params)
-        if sql is pg_keywords._HEADS:
+        if sql is pg_keywords._HEADS:  # each term's count of postings read, then chunks
             rows = result.fetchall()
-            self.postings += len(rows)
+            self.postings += sum(int(value) for _, chunk, value, _, _ in rows if chunk is None)
             return ListResult(rows)
         return result
 
@@ -120,7 +120,8 @@ def test_common_words_the_threshold_algorithm_is_exact_and_the_capped_search_is_
     bm25 = BM25([keyword_tokens(t) for t in texts])
     ids = [f"c{i}#0" for i in range(len(docs))]
     index = load_index(url, Hashing())
-    queries = ("harbour tide", "harbour tide ferry bridge", " ".join(common), "tide X17Y", "X17Y X18Y bridge")
+    queries = ("harbour tide", "harbour tide ferry bridge", " ".join(common), "tide X17Y", "X17Y X18Y bridge",
+               "X17Y harbour tide ferry bridge lighthouse")
     with index.snapshot() as conn:
         rows = dict(conn.execute("SELECT row, doc_id || '#' || chunk_index FROM selfcrag_kb_chunks").fetchall())
         for cap in (1 << 30, 64):

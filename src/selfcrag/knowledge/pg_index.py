@@ -5,9 +5,9 @@ does the searching, so nothing is loaded into the process and a query costs the 
 - vectors in a pgvector column with an HNSW index (inner product over unit vectors = cosine); below the operator's
   `exact_search_below` chunks the search is exact (a sequential scan, as a flat FAISS index would be);
 - keywords as postings (term, chunk, tf, chunk length) with per-term document frequencies and corpus totals, so
-  Okapi BM25 (the same k1, b, Lucene idf and length normalisation as bm25.py) is one SQL aggregate over the
-  postings of the query's terms (PostgreSQL's own ts_rank_cd has no idf: it found the target chunk for 7 of 200
-  keyword queries where BM25 found 69);
+  Okapi BM25 (the same k1, b, Lucene idf and length normalisation as bm25.py) is computed from the heads of the
+  query terms' posting lists, read in order of impact (pg_keywords.py; PostgreSQL's own ts_rank_cd has no idf: it
+  found the target chunk for 7 of 200 keyword queries where BM25 found 69);
 - the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
 
 One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest

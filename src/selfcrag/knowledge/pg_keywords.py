@@ -25,14 +25,32 @@ K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends r
 IMPACT_INDEX = """CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_impact ON selfcrag_kb_postings
     (term, (tf::float8 / length) DESC, chunk) INCLUDE (tf, length)"""
 # Postings read per term in the first round, the factor each further round reads more, and the most a term reads.
-FIRST_DEPTH, DEEPER, MAX_DEPTH = 64, 4, 1024
-RESCORED = 8  # past MAX_DEPTH, the chunks completed per result asked: those that could score the most
+FIRST_DEPTH, DEEPER, MAX_DEPTH = 256, 4, 4096
+KEPT = 2048  # chunks of a round's heads returned, those that could score the most: the rest are bounded by them
+RESCORED = 32  # past MAX_DEPTH, the chunks completed per result asked: those that could score the most
 BOUND_MARGIN = 1e-9  # float sums in another order differ in the last bits: a bound must clear them
 
-# Each term's densest postings from the `skip`-th to the `depth`-th (the impact index's head, past what was read).
-_HEADS = """SELECT t.term, p.chunk, p.tf, p.length FROM unnest(%(terms)s::text[]) AS t(term) CROSS JOIN LATERAL (
-    SELECT chunk, tf, length FROM selfcrag_kb_postings WHERE term = t.term
-    ORDER BY tf::float8 / length DESC, chunk LIMIT %(depth)s - %(skip)s OFFSET %(skip)s) p"""
+# A round, in the server: the heads of the terms' lists (`depth` postings each) and their weights (as bm25.py's,
+# bounds only: the exact scores are computed in Python). Then each term's count and bound: what a posting it has
+# not read can weigh (at a given density a weight grows with tf towards a limit, so the last density read bounds
+# the rest; a list read whole bounds nothing). Then the KEPT chunks that could score the most: each one's partial
+# score, what it can reach (its partial score plus the bounds of the terms it was not found under) and its terms.
+_HEADS = f"""WITH q AS (SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf)),
+h AS MATERIALIZED (
+    SELECT q.term, p.chunk, p.tf::float8 / p.length AS density,
+           q.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.length / %(avgdl)s)) AS w
+    FROM q CROSS JOIN LATERAL (SELECT chunk, tf, length FROM selfcrag_kb_postings WHERE term = q.term
+                               ORDER BY tf::float8 / length DESC, chunk LIMIT %(depth)s) p),
+t AS MATERIALIZED (
+    SELECT q.term, count(h.chunk) AS n, CASE WHEN count(h.chunk) < %(depth)s THEN 0.0::float8
+        ELSE q.idf * {K1 + 1} / (1 + {K1 * B} / (min(h.density) * %(avgdl)s)) END AS bound
+    FROM q LEFT JOIN h ON h.term = q.term GROUP BY q.term, q.idf),
+c AS (SELECT h.chunk, sum(h.w) AS partial, sum(t.bound) AS held, array_agg(h.term) AS terms
+      FROM h JOIN t ON t.term = h.term GROUP BY h.chunk)
+(SELECT term, NULL::bigint, n::float8, bound, NULL::text[] FROM t)
+UNION ALL
+(SELECT NULL, chunk, partial, partial + (SELECT sum(bound) FROM t) - held AS reach, terms FROM c
+ ORDER BY reach DESC, chunk LIMIT {KEPT})"""
 _LOOKUP = "SELECT chunk, term, tf, length FROM selfcrag_kb_postings WHERE term = ANY(%(terms)s) AND chunk = ANY(%(rows)s)"
 
 
@@ -51,11 +69,6 @@ class Scorer:
         """Okapi BM25's weight of `term` in a chunk: bm25.py's float operations in bm25.py's order."""
         return self.idf[term] * float(tf) * (K1 + 1) / (float(tf) + K1 * (1 - B + B * float(length) / self.avgdl))
 
-    def bound(self, term: str, density: float) -> float:
-        """The largest weight `term` can have in a chunk where it is at most this dense (tf / length): the weight
-        grows with tf at a given density, so its limit, (k1 + 1) / (1 + k1 b / (density avgdl)), bounds it."""
-        return self.idf[term] * (K1 + 1) / (1 + K1 * B / (density * self.avgdl))
-
     def look_up(self, conn: Any, rows: list[int], into: dict[int, dict[str, float]]) -> None:
         """Each of `rows`' weights for the query's terms it holds, into `into` (a row holding none: empty)."""
         for row in rows:
@@ -73,36 +86,37 @@ def top(conn: Any, scorer: Scorer, n: int, known: dict[int, dict[str, float]]) -
     complete weights of the chunks scored (the caller's other candidates need them too)."""
     if n <= 0 or not scorer.terms:
         return []
-    seen: dict[int, dict[str, float]] = {}  # weights read in the heads: complete where no open term is missing
-    open_terms = list(scorer.terms)  # terms whose postings have not all been read
-    bound: dict[str, float] = {}
-    skip, depth = 0, FIRST_DEPTH
+    depth = min(FIRST_DEPTH, MAX_DEPTH)
     while True:
-        last: dict[str, float] = {}
-        read: dict[str, int] = {}
-        for term, row, tf, length in conn.execute(_HEADS, {"terms": open_terms, "depth": depth,
-                                                           "skip": skip}).fetchall():
-            seen.setdefault(row, {})[term] = scorer.weight(term, tf, length)
-            last[term] = tf / length
-            read[term] = read.get(term, 0) + 1
-        open_terms = [t for t in open_terms if read.get(t, 0) == depth - skip]  # a shorter head ended the list
-        bound = {t: scorer.bound(t, last[t]) for t in open_terms}
-        # Partial sums in any order: a lower bound, compared with a margin.
-        partial = sorted((sum(w.values()) for w in seen.values()), reverse=True)
-        threshold = partial[n - 1] if len(partial) >= n else 0.0  # the n-th best is at least this
-        # A chunk in no head scores at most the open terms' bounds summed: below the threshold, it cannot enter.
-        proven = sum(bound.values()) < threshold * (1 - BOUND_MARGIN) - BOUND_MARGIN
+        bounds: list[float] = []
+        counts: dict[str, int] = {}
+        partial: dict[int, float] = {}
+        reach: dict[int, float] = {}  # in the order returned: the highest first
+        for term, row, value, bound, _terms in conn.execute(_HEADS, {
+                "terms": scorer.terms, "idf": [scorer.idf[t] for t in scorer.terms], "avgdl": scorer.avgdl,
+                "depth": depth}).fetchall():
+            if row is None:
+                counts[term] = int(value)
+                bounds.append(float(bound))
+            else:
+                partial[int(row)], reach[int(row)] = float(value), float(bound)
+        open_terms = [t for t in scorer.terms if counts[t] == depth]  # a shorter head was the whole list
+        best = sorted(partial.values(), reverse=True)
+        threshold = best[n - 1] if len(best) >= n else 0.0  # the n-th best score is at least this
+        # A chunk in no head scores at most the bounds summed; one in a head but not returned, at most what the
+        # last one returned can reach. Below the threshold, neither can enter the top n.
+        beyond = max(sum(bounds), list(reach.values())[-1] if len(reach) == KEPT else 0.0)
+        proven = beyond < threshold * (1 - BOUND_MARGIN) - BOUND_MARGIN
         if proven or not open_terms or depth >= MAX_DEPTH:
             break
-        skip, depth = depth, min(depth * DEEPER, MAX_DEPTH)
-    # A seen chunk is scored exactly unless what its missing open terms could add leaves it below the threshold.
+        depth = min(depth * DEEPER, MAX_DEPTH)
+    # The chunks returned that can still reach the threshold are scored exactly, every term looked up.
     floor = threshold * (1 - BOUND_MARGIN) - BOUND_MARGIN
-    upper = {row: sum(w.values()) + sum(bound[t] for t in open_terms if t not in w) for row, w in seen.items()}
-    contenders = {row: w for row, w in seen.items() if upper[row] >= floor}
+    contenders = [row for row in reach if reach[row] >= floor]
     if not proven and open_terms:  # the top n is not certain anyway: the likeliest are completed, a bounded step
-        contenders = {row: contenders[row] for row in sorted(contenders, key=lambda r: -upper[r])[:RESCORED * n]}
-    incomplete = [row for row, w in contenders.items() if any(t not in w for t in open_terms)]
-    scorer.look_up(conn, incomplete, contenders)
-    known.update(contenders)
-    ranked = sorted(((scorer.score(w), row) for row, w in contenders.items()), key=lambda item: (-item[0], item[1]))
+        contenders = contenders[: RESCORED * n]
+    weights: dict[int, dict[str, float]] = {}
+    scorer.look_up(conn, contenders, weights)  # every term, weighed as bm25.py weighs it
+    known.update(weights)
+    ranked = sorted(((scorer.score(w), row) for row, w in weights.items()), key=lambda item: (-item[0], item[1]))
     return [(row, score) for score, row in ranked[:n] if score > 0]
