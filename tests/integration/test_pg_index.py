@@ -204,8 +204,8 @@ def test_the_schema_records_its_version_and_a_newer_one_is_refused(hashed_kb: tu
         assert meta == {"version": str(pg_index.SCHEMA_VERSION), "embedder": "test-hashing",
                         "tokenizer": meta["tokenizer"], "dim": "32"}
         conn.execute("UPDATE selfcrag_kb_meta SET value = '99' WHERE name = 'version'")
-    with pytest.raises(IngestError, match=f"has schema version 99; this selfcrag reads up to {pg_index.SCHEMA_VERSION}: "
-                       "upgrade selfcrag"):
+    refused = f"has schema version 99; this selfcrag reads up to {pg_index.SCHEMA_VERSION}: upgrade selfcrag"
+    with pytest.raises(IngestError, match=refused):
         pg_index.PgIndex.open(url, Hashing())
 
 

@@ -51,7 +51,8 @@ c AS (SELECT h.chunk, sum(h.w) AS partial, sum(t.bound) AS held, array_agg(h.ter
 UNION ALL
 (SELECT NULL, chunk, partial, partial + (SELECT sum(bound) FROM t) - held AS reach, terms FROM c
  ORDER BY reach DESC, chunk LIMIT {KEPT})"""
-_LOOKUP = "SELECT chunk, term, tf, length FROM selfcrag_kb_postings WHERE term = ANY(%(terms)s) AND chunk = ANY(%(rows)s)"
+_LOOKUP = ("SELECT chunk, term, tf, length FROM selfcrag_kb_postings "
+           "WHERE term = ANY(%(terms)s) AND chunk = ANY(%(rows)s)")
 
 
 class Scorer:
