@@ -305,6 +305,22 @@ class Context(BaseModel):
         20_000, "PostgreSQL knowledge base: exact vector search below this many chunks, its HNSW index from it "
         "(pg_index.py; vector_index flat or hnsw forces one).", ge=0,
     )
+    # pgvector's HNSW parameters (pg_index.py). Recall on synthetic clustered chunks, benchmarks/pg_retrieval_scale.py:
+    # 1.0 at any of these for queries near a chunk; queries far from every chunk need a deeper search.
+    pg_hnsw_m: int = operator(
+        32, "PostgreSQL knowledge base: links per vector in the HNSW index (pgvector's m), read when an ingest builds "
+        "the index: more = better recall and a bigger, slower-to-build index. An index already built keeps its "
+        "own; drop selfcrag_kb_chunks_hnsw and ingest to rebuild.", ge=2, le=100,
+    )
+    pg_hnsw_ef_construction: int = operator(
+        64, "PostgreSQL knowledge base: candidates kept while the HNSW index is built (ef_construction, at least "
+        "2 x pg_hnsw_m): more = a better graph, a slower build.", ge=4, le=1000,
+    )
+    pg_hnsw_ef_search: int = operator(
+        256, "PostgreSQL knowledge base: candidates an HNSW search keeps (hnsw.ef_search, at least the passages it "
+        "asks for): more = recall closer to exact search for queries far from every chunk, at more CPU a query.",
+        ge=1, le=1000,
+    )
 
     # --- confidence calibration (quality/calibration.py) ----------------------------------------------
     calibration: str = operator(

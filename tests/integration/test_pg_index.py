@@ -19,7 +19,7 @@ from support.postgres import pgvector_server
 
 from selfcrag import Context, ingest, load_index
 from selfcrag.errors import IngestError
-from selfcrag.knowledge import pg_index, pg_schema
+from selfcrag.knowledge import pg_index, pg_keywords, pg_schema
 from selfcrag.knowledge.bm25 import BM25
 from selfcrag.knowledge.documents import chunk_documents, read_documents
 from selfcrag.knowledge.retrieval import index_text
@@ -69,17 +69,117 @@ def test_keyword_ranking_in_sql_equals_bm25(hashed_kb: tuple[str, list[Document]
     ids = [f"d{i}#0" for i in range(len(docs))]
     with index.snapshot() as conn:
         rows = dict(conn.execute("SELECT row, doc_id || '#' || chunk_index FROM selfcrag_kb_chunks").fetchall())
-        # Common words only, rare codes with common words (keyword_top then reads only the codes' postings and
-        # looks the common words up for those chunks), and a code alone.
+        # Common words only, rare codes with common words, a code alone, a word no chunk holds.
         for query, n in (("harbour tide", 10), ("ferry ticket euro", 10), ("X17Y", 10), ("sail", 10),
-                         ("storm pier crane cargo anchor", 10), ("harbour X17Y", 1), ("X17Y X23Y X99Y tide", 2)):
+                         ("storm pier crane cargo anchor", 10), ("harbour X17Y", 1), ("X17Y X23Y X99Y tide", 2),
+                         ("zebra", 3)):
             terms = list(dict.fromkeys(keyword_tokens(query)))
             want = [(ids[r], s) for r, s in bm25.top(keyword_tokens(query), n)]
-            every = [(rows[r], s) for r, s in conn.execute(pg_index._KEYWORD_TOP, {"terms": terms, "n": n})]
-            pruned = [(rows[r], s) for r, s in pg_index.keyword_top(conn, terms, n)]
-            for got in (every, pruned):
-                assert [g[0] for g in got] == [w[0] for w in want], query
-                assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-9), query
+            got = [(rows[r], s) for r, s in pg_keywords.top(conn, pg_keywords.Scorer(conn, terms), n, {})]
+            assert got == want, query  # the same chunks, in the same order, with the same floats
+
+
+class Reads:
+    """A connection that counts the postings `pg_keywords.top` reads from the heads of its terms' lists."""
+
+    def __init__(self, conn) -> None:  # noqa: ANN001
+        self.conn, self.postings = conn, 0
+
+    def execute(self, sql: str, params=None):  # noqa: ANN001, ANN201
+        result = self.conn.execute(sql, params)
+        if sql is pg_keywords._HEADS:  # each term's count of postings read, then chunks
+            rows = result.fetchall()
+            self.postings += sum(int(value) for _, chunk, value, _, _ in rows if chunk is None)
+            return ListResult(rows)
+        return result
+
+
+class ListResult:
+    def __init__(self, rows: list) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list:
+        return self.rows
+
+
+def test_common_words_the_threshold_algorithm_is_exact_and_the_capped_search_is_bounded(
+        pgvector_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six words in most chunks, a few times each: their long posting lists dominate. Read as deep as it needs,
+    `top` gives BM25's top n exactly (its proof over the densest postings); capped at MAX_DEPTH postings a term,
+    it reads no more than that, and every chunk it returns carries its exact BM25 score."""
+    rng = np.random.default_rng(11)
+    common = WORDS[:6]
+    docs = []
+    for i in range(2000):
+        words = [w for w in common for _ in range(int(rng.geometric(0.4)) - 1)] + list(
+            rng.choice(WORDS[6:], int(rng.integers(5, 60))))
+        rng.shuffle(words)
+        docs.append(Document(page_content=" ".join(words) + f" code X{i}Y.", id=f"c{i}"))
+    url = new_database(pgvector_url)
+    ingest(docs, url, embeddings=Hashing())
+    texts = [index_text(c) for c in chunk_documents(read_documents(docs).documents)]
+    bm25 = BM25([keyword_tokens(t) for t in texts])
+    ids = [f"c{i}#0" for i in range(len(docs))]
+    index = load_index(url, Hashing())
+    queries = ("harbour tide", "harbour tide ferry bridge", " ".join(common), "tide X17Y", "X17Y X18Y bridge",
+               "X17Y harbour tide ferry bridge lighthouse")
+    with index.snapshot() as conn:
+        rows = dict(conn.execute("SELECT row, doc_id || '#' || chunk_index FROM selfcrag_kb_chunks").fetchall())
+        for cap in (1 << 30, 64):
+            monkeypatch.setattr(pg_keywords, "MAX_DEPTH", cap)
+            for query in queries:
+                terms = list(dict.fromkeys(keyword_tokens(query)))
+                counted = Reads(conn)
+                got = [(rows[r], s) for r, s in pg_keywords.top(counted, pg_keywords.Scorer(conn, terms), 20, {})]
+                want = [(ids[r], s) for r, s in bm25.top(keyword_tokens(query), 20)]
+                exact = dict(zip(ids, bm25.score_all(keyword_tokens(query)).tolist(), strict=True))
+                assert len(got) == 20 and all(s == exact[chunk] for chunk, s in got), query
+                if cap > len(docs):
+                    assert got == want, query  # the same chunks, in the same order, with the same floats
+                else:
+                    assert counted.postings <= cap * len(terms), query
+            if cap > len(docs):  # a rare word settles the top at once: a few postings of the common word's list
+                held = sum(int(bm25.contains(t, row)) for t in ("tide", "x17y") for row in range(len(docs)))
+                counted = Reads(conn)
+                pg_keywords.top(counted, pg_keywords.Scorer(conn, ["tide", "x17y"]), 1, {})
+                assert counted.postings < held / 4
+
+
+def test_the_operators_hnsw_settings_build_and_search_the_index(pgvector_url: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    monkeypatch.setenv("SELFCRAG_PG_HNSW_M", "8")
+    monkeypatch.setenv("SELFCRAG_PG_HNSW_EF_CONSTRUCTION", "24")
+    url = new_database(pgvector_url)
+    ingest(corpus(40), url, embeddings=Hashing())
+    with psycopg.connect(url) as conn:
+        definition = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'selfcrag_kb_chunks_hnsw'"
+                                  ).fetchone()[0]
+    assert "m='8'" in definition and "ef_construction='24'" in definition
+    index = load_index(url, Hashing())
+    for setting, depth, applied in ((300, 20, "300"), (5, 20, "20")):  # never fewer than the rows asked for
+        with index.snapshot() as conn:
+            pg_index.search_depth(conn, Context(pg_hnsw_ef_search=setting), depth)
+            assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == applied
+            assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "off"
+
+
+def test_a_version_1_knowledge_base_gets_the_impact_index_at_the_next_ingest(pgvector_url: str) -> None:
+    import psycopg
+
+    url = new_database(pgvector_url)
+    docs = corpus(30)
+    ingest(docs, url, embeddings=Hashing())
+    with psycopg.connect(url, autocommit=True) as conn:  # as version 1 left it
+        conn.execute("DROP INDEX selfcrag_kb_postings_impact")
+        conn.execute("UPDATE selfcrag_kb_meta SET value = '1' WHERE name = 'version'")
+    assert load_index(url, Hashing()).retrieve("harbour tide", Context(k=2))  # read as it is
+    ingest(docs[:1], url, append=True, embeddings=Hashing())
+    with psycopg.connect(url) as conn:
+        version = conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone()[0]
+        assert version == str(pg_schema.SCHEMA_VERSION)  # every later migration ran too
+        assert conn.execute("SELECT to_regclass('selfcrag_kb_postings_impact') IS NOT NULL").fetchone()[0]
 
 
 def test_the_engine_searches_with_hnsw_and_agrees_with_exact(hashed_kb: tuple[str, list[Document]]) -> None:
@@ -106,7 +206,8 @@ def test_the_schema_records_its_version_and_a_newer_one_is_refused(hashed_kb: tu
         assert meta == {"version": str(pg_schema.SCHEMA_VERSION), "embedder": "test-hashing",
                         "tokenizer": meta["tokenizer"], "dim": "32"}
         conn.execute("UPDATE selfcrag_kb_meta SET value = '99' WHERE name = 'version'")
-    with pytest.raises(IngestError, match="has schema version 99; this selfcrag reads up to 2: upgrade selfcrag"):
+    refused = f"has schema version 99; this selfcrag reads up to {pg_schema.SCHEMA_VERSION}: upgrade selfcrag"
+    with pytest.raises(IngestError, match=refused):
         pg_index.PgIndex.open(url, Hashing())
 
 

@@ -5,9 +5,9 @@ does the searching, so nothing is loaded into the process and a query costs the 
 - vectors in a pgvector column with an HNSW index (inner product over unit vectors = cosine); below the operator's
   `exact_search_below` chunks the search is exact (a sequential scan, as a flat FAISS index would be);
 - keywords as postings (term, chunk, tf, chunk length) with per-term document frequencies and corpus totals, so
-  Okapi BM25 (the same k1, b, Lucene idf and length normalisation as bm25.py) is one SQL aggregate over the
-  postings of the query's terms (PostgreSQL's own ts_rank_cd has no idf: it found the target chunk for 7 of 200
-  keyword queries where BM25 found 69);
+  Okapi BM25 (the same k1, b, Lucene idf and length normalisation as bm25.py) is computed from the heads of the
+  query terms' posting lists, read in order of impact (pg_keywords.py; PostgreSQL's own ts_rank_cd has no idf: it
+  found the target chunk for 7 of 200 keyword queries where BM25 found 69);
 - the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
 
 One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest
@@ -17,7 +17,6 @@ under an advisory lock and its version recorded. Connections come from one bound
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ import numpy as np
 from selfcrag.contract import Embedder, Passage
 from selfcrag.errors import IngestError
 from selfcrag.home import describe
-from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge import pg_keywords
 from selfcrag.knowledge.documents import Chunk
 from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
@@ -52,61 +51,26 @@ if TYPE_CHECKING:
     from selfcrag.context import Context
 
 POOL_SIZE = 8  # connections per process and URL
-# hnsw.ef_search. FAISS's 128 gave recall@10 0.93 against exact in pgvector on 10k clustered synthetic chunks
-# (benchmarks/pg_retrieval_scale.py); a deeper search is cheap next to the keyword half.
-PG_SEARCH_DEPTH = 256
-K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 
 
-# Each query term's Okapi BM25 weight in each chunk holding it, as bm25.py computes it (idf: Lucene's, >= 0).
-_WEIGHTS = f"""
-    WITH s AS (SELECT chunks::float8 AS n, GREATEST(tokens::float8 / GREATEST(chunks, 1), 1e-9) AS avgdl
-               FROM selfcrag_kb_stats),
-         q AS (SELECT t.term, ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-               FROM selfcrag_kb_terms t, s WHERE t.term = ANY(%(terms)s))
-    SELECT p.chunk, p.term, q.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.length / s.avgdl)) AS w
-    FROM q JOIN selfcrag_kb_postings p ON p.term = q.term CROSS JOIN s"""
-_KEYWORD_TOP = (f"SELECT chunk, sum(w) AS score FROM ({_WEIGHTS}) x "
-                "GROUP BY chunk ORDER BY score DESC, chunk LIMIT %(n)s")
-_CANDIDATE_WEIGHTS = f"{_WEIGHTS} WHERE p.chunk = ANY(%(rows)s)"
-# `keyword_top`: a term in more than 1/COMMON_SHARE of the chunks is common (a long posting list, a low idf).
-COMMON_SHARE = 20
-BOUND_MARGIN = 1e-9  # float sums in another order differ in the last bits: a bound must clear them
 # `+ 0` keeps the planner off the HNSW index: an exact top-n over every vector.
 _VECTOR_EXACT = "SELECT row FROM selfcrag_kb_chunks ORDER BY (embedding <#> %(q)s) + 0, row LIMIT %(n)s"
 _VECTOR_HNSW = "SELECT row FROM selfcrag_kb_chunks ORDER BY embedding <#> %(q)s LIMIT %(n)s"
 
 
-def keyword_top(conn: Any, terms: list[str], n: int) -> list[tuple[int, float]]:
-    """The `n` best (chunk row, BM25 score) for the query's `terms`, best first, ties by row: `_KEYWORD_TOP`'s
-    answer, without reading the long posting lists of the query's common words when it need not (MaxScore's idea,
-    as bm25.py's `top`). The chunks holding a rare term are scored exactly (every term, looked up for those chunks
-    only); a chunk holding none of them scores at most what the common terms can add (idf * (k1 + 1) each), so when
-    the n-th best exact score beats that bound, no other chunk can enter the top n. Otherwise: every posting."""
-    size, _ = conn.execute("SELECT chunks, tokens FROM selfcrag_kb_stats").fetchone()
-    dfs = dict(conn.execute("SELECT term, df FROM selfcrag_kb_terms WHERE term = ANY(%s)", (terms,)).fetchall())
-    common = [t for t in terms if dfs.get(t, 0) * COMMON_SHARE > size]
-    rare = [t for t in terms if t in dfs and t not in common]
-    if common and rare and sum(dfs[t] for t in rare) < sum(dfs[t] for t in common):
-        bound = sum(math.log(1 + (size - dfs[t] + 0.5) / (dfs[t] + 0.5)) * (K1 + 1) for t in common)
-        rows = [r for (r,) in conn.execute("SELECT DISTINCT chunk FROM selfcrag_kb_postings WHERE term = ANY(%s)",
-                                           (rare,))]
-        weights: dict[int, dict[str, float]] = {row: {} for row in rows}
-        for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": rows}):
-            weights[int(row)][term] = float(weight)
-        scored = sorted(((sum(w.get(t, 0.0) for t in terms), row) for row, w in weights.items()),
-                        key=lambda item: (-item[0], item[1]))[:n]
-        if len(scored) == n and scored[-1][0] > bound * (1 + BOUND_MARGIN) + BOUND_MARGIN:
-            return [(row, score) for score, row in scored]
-    return [(int(r), float(s)) for r, s in conn.execute(_KEYWORD_TOP, {"terms": terms, "n": n}).fetchall()]
+def search_depth(conn: Any, settings: Context, depth: int) -> None:
+    """This transaction's HNSW searches: the operator's ef_search (at least `depth`: pgvector returns no more rows
+    than it keeps), and no sequential scan, so stale planner statistics cannot turn one exact."""
+    conn.execute(f"SET LOCAL hnsw.ef_search = {max(settings.pg_hnsw_ef_search, depth)}; "
+                 "SET LOCAL enable_seqscan = off")
 
 
 def _vector_top(conn: Any, query: np.ndarray, n: int, size: int, settings: Context) -> list[int]:
     """Rows of the `n` chunks nearest the unit `query`, best first: exact below `exact_search_below` chunks (or
     with `vector_index` flat), else the HNSW index, whatever the planner's statistics (stale after a bulk ingest)."""
     exact = settings.vector_index == "flat" or (settings.vector_index == "auto" and size < settings.exact_search_below)
-    if not exact:
-        conn.execute(f"SET LOCAL hnsw.ef_search = {PG_SEARCH_DEPTH}; SET LOCAL enable_seqscan = off")
+    if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
+        search_depth(conn, settings, n)
     found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW, {"q": query, "n": n})]
     conn.execute("SET LOCAL enable_seqscan = on")
     return found
@@ -242,15 +206,14 @@ class PgIndex:
             depth = min(size, CANDIDATES_PER_K * settings.k)
             if depth == 0:
                 return []
-            ranked = keyword_top(conn, terms, depth) if terms else []
+            scorer = pg_keywords.Scorer(conn, terms)
+            weights: dict[int, dict[str, float]] = {}  # the keyword search's lookups serve the candidates too
+            ranked = pg_keywords.top(conn, scorer, depth, weights)
             found = _vector_top(conn, qvec, depth, size, settings) if qvec is not None else []
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
-            weights: dict[int, dict[str, float]] = {row: {} for row in candidates}
-            if terms and candidates:
-                for row, term, weight in conn.execute(_CANDIDATE_WEIGHTS, {"terms": terms, "rows": candidates}):
-                    weights[int(row)][term] = float(weight)
+            scorer.look_up(conn, [row for row in candidates if row not in weights], weights)
 
         def holds(term: str, row: int) -> bool:
             return term in weights[row]

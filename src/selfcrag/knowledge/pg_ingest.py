@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from selfcrag.context import Context
 from selfcrag.contract import Embedder
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
 from selfcrag.knowledge.pg_index import PgIndex
-from selfcrag.knowledge.pg_schema import HNSW_INDEX, WRITE_LOCK, connect, ensure_schema, unreachable
+from selfcrag.knowledge.pg_schema import WRITE_LOCK, connect, ensure_schema, hnsw_index, unreachable
 from selfcrag.knowledge.retrieval import index_text
 from selfcrag.knowledge.reuse import Reusing, content_hash
 from selfcrag.knowledge.vector_store import embed_index, evidence_texts
@@ -39,10 +40,11 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
     import psycopg
 
     dim = len(embedder.embed_query("dimensions"))
+    settings = Context.from_env()  # the operator's HNSW parameters, for an index this ingest builds
     conn = connect(url)
     try:
         existed = bool(conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0])
-        ensure_schema(conn, url, embedder, dim)
+        ensure_schema(conn, url, embedder, dim, settings)
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
@@ -82,7 +84,7 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
                                                 store.vectors[i]) for i in range(len(store.keys))]
             _write(conn, [(d.doc_id, hashes[d.doc_id]) for d in batch_docs], batch, texts, vectors, stored)
             done += len(batch)
-        conn.execute(HNSW_INDEX)  # after a bulk load: built once, over every vector
+        conn.execute(hnsw_index(settings))  # after a bulk load: built once, over every vector
         if not append:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))

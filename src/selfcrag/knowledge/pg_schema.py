@@ -6,28 +6,33 @@ pg_index.py, which outgrew a module).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selfcrag.contract import Embedder
 from selfcrag.errors import IngestError
 from selfcrag.home import describe
+from selfcrag.knowledge.pg_keywords import IMPACT_INDEX
 from selfcrag.knowledge.retrieval import embedder_label
-from selfcrag.knowledge.vector_index import HNSW_BUILD_DEPTH, HNSW_NEIGHBOURS
 from selfcrag.text.text import TOKENIZER
 
-SCHEMA_VERSION = 2
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+SCHEMA_VERSION = 3
 SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
-PG_BUILD_DEPTH = max(HNSW_BUILD_DEPTH, 2 * HNSW_NEIGHBOURS)  # pgvector requires ef_construction >= 2 m
 
 
-# Built with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
-# bulk load killed before it was rebuilt).
-HNSW_INDEX = f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks
-    USING hnsw (embedding vector_ip_ops) WITH (m = {HNSW_NEIGHBOURS}, ef_construction = {PG_BUILD_DEPTH})"""
+def hnsw_index(settings: Context) -> str:
+    """The HNSW index with the operator's m and ef_construction (pgvector requires ef_construction >= 2 m). Built
+    with the table, or after a first bulk load (pg_ingest.py), and again by any ingest that finds it missing (a
+    bulk load killed before it was rebuilt)."""
+    m = settings.pg_hnsw_m
+    return f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks USING hnsw
+        (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {max(settings.pg_hnsw_ef_construction, 2 * m)})"""
 
 
-def schema(dim: int) -> list[str]:
+def schema(dim: int, settings: Context) -> list[str]:
     """The tables as of SCHEMA_VERSION. The vector columns need the dimension, so they are made by the first
     ingest."""
     return [
@@ -41,12 +46,13 @@ def schema(dim: int) -> list[str]:
             search_key BYTEA NOT NULL, length INTEGER NOT NULL, embedding vector({dim}) NOT NULL,
             metadata TEXT NOT NULL DEFAULT '', UNIQUE (doc_id, chunk_index))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_key ON selfcrag_kb_chunks (search_key)",
-        HNSW_INDEX,
+        hnsw_index(settings),
         # The chunk's length is kept with each posting, so BM25's length normalisation needs no join.
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_postings (
             term TEXT NOT NULL, chunk BIGINT NOT NULL REFERENCES selfcrag_kb_chunks ON DELETE CASCADE,
             tf INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (term, chunk) INCLUDE (tf, length))""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_postings_chunk ON selfcrag_kb_postings (chunk)",
+        IMPACT_INDEX,
         "CREATE TABLE IF NOT EXISTS selfcrag_kb_terms (term TEXT PRIMARY KEY, df BIGINT NOT NULL)",
         """CREATE TABLE IF NOT EXISTS selfcrag_kb_stats (
             one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL)""",
@@ -61,6 +67,8 @@ def schema(dim: int) -> list[str]:
 MIGRATIONS: list[list[str]] = [
     # 2: a document's metadata as added through the VectorStore face (documents.SourceDocument.metadata)
     ["ALTER TABLE selfcrag_kb_chunks ADD COLUMN IF NOT EXISTS metadata TEXT NOT NULL DEFAULT ''"],
+    # 3: postings by density, for pg_keywords.top
+    [IMPACT_INDEX],
 ]
 
 
@@ -86,20 +94,20 @@ def connect(url: str) -> Any:
         raise unreachable(url, exc) from None
 
 
-def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int) -> None:
+def ensure_schema(conn: Any, url: str, embedder: Embedder, dim: int, settings: Context) -> None:
     """Create (or migrate) the tables under an advisory lock, recording version, embedder, tokenizer and dimension;
     a knowledge base built with other embeddings, another tokenizer or by a newer selfcrag is refused."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         exists = conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]
         if not exists:
-            for statement in schema(dim):
+            for statement in schema(dim, settings):
                 conn.execute(statement)
             wanted = {"version": str(SCHEMA_VERSION), "embedder": embedder_label(embedder), "tokenizer": TOKENIZER,
                       "dim": str(dim)}
             conn.cursor().executemany("INSERT INTO selfcrag_kb_meta VALUES (%s, %s)", list(wanted.items()))
         meta = check_meta(conn, url, embedder)
-        conn.execute(HNSW_INDEX)
+        conn.execute(hnsw_index(settings))
         _migrate(conn, int(meta["version"]))
     if int(meta["dim"]) != dim:
         raise IngestError(f"the knowledge base at {describe(url)} holds {meta['dim']}-dimensional vectors but the "
