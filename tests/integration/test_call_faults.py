@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply, Request
-from support.replies import Plausible
+from support.replies import Plausible, reworded_answer
 from support.shelf import SHELF, Shelf
 from support.tavily_server import TavilyTestServer
 
@@ -65,7 +65,7 @@ def grader(reply: Reply, model: Plausible | None = None):  # noqa: ANN201
 
 
 def test_a_nested_bracket_reply_ends_the_run_normally():
-    with served(grader(Reply.content("[" * 2048))) as (server, llm):
+    with served(grader(Reply.content("[" * 2048), Plausible(answer=reworded_answer))) as (server, llm):
         result = run(llm, max_retrieval_rounds=1)
     assert result["decision"] == "abstain"  # relevance failed open, groundedness closed: nothing shown unchecked
     assert "malformed reply" in error_of(result, "grade_documents")
@@ -75,7 +75,7 @@ def test_a_nested_bracket_reply_ends_the_run_normally():
 
 def test_a_2mb_json_then_text_reply_is_refused_before_parsing():
     def reply_for(request: Request) -> Reply:
-        said = Plausible()(request.system, request.user)
+        said = Plausible(answer=reworded_answer)(request.system, request.user)
         if isinstance(said, str):
             return Reply.content(said)
         return Reply.content(json.dumps(said) + " Let me explain my reasoning." * 70_000)  # ~2 MB
@@ -191,7 +191,7 @@ def test_a_429_asking_to_wait_beyond_the_deadline_gives_up_at_once():
 @pytest.mark.parametrize("budget", [0, 4, 6, 21])  # each runs out inside a step (the route's call counted)
 def test_max_llm_calls_is_never_exceeded(budget):
     # Never grounded and never useful: the run would regenerate and rewrite for as long as it may.
-    model = Plausible(unsupported={"30 days"}, usefulness=0.2)
+    model = Plausible(unsupported={"30 days"}, usefulness=0.2, answer=reworded_answer)
     with served(model.responder()) as (server, llm):
         result = run(llm, max_llm_calls=budget, max_retrieval_rounds=50, max_generations=50,
                         cap_retrieval_rounds=50, cap_generations=50)

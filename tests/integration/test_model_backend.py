@@ -377,6 +377,8 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
     model = Plausible()
 
     def respond(request: Request) -> Reply:
+        if GENERATE in request.system:  # in its own words: a sentence copied from the evidence needs no model check
+            return Reply.content("You have about a month to send an item back [doc_1].")
         said = model(request.system, request.user)
         return Reply.content(said if isinstance(said, str) else "I'm sorry, I can't help with that.")
 

@@ -103,10 +103,19 @@ def first_sentence_answer(question: str, evidence: list[tuple[str, str]]) -> str
     return f"{sentence} [{ident}]."
 
 
+def reworded_answer(question: str, evidence: list[tuple[str, str]]) -> str:
+    """The first sentence answer, not copied word for word: a sentence copied from the evidence it cites is
+    grounded without the checker (llm/groundedness.py), so tests of how the checker's faults and verdicts degrade a
+    run give it an answer only the checker can judge."""
+    answer = first_sentence_answer(question, evidence)
+    return answer if answer.startswith("INSUFFICIENT") else f"Reportedly, {answer[:1].lower()}{answer[1:]}"
+
+
 def never_satisfied() -> Callable[[Request], Reply]:
     """A model whose answers are never supported nor useful, with a new rewrite every time: only the graph's
     bounds end a run (tests of those bounds)."""
-    plausible = Plausible(unsupported={"30 days", "15 days", "business days"}, usefulness=0.1).responder()
+    plausible = Plausible(unsupported={"30 days", "15 days", "business days"}, usefulness=0.1,
+                          answer=reworded_answer).responder()
     rewrites = iter(range(10**6))
 
     def respond(request: Request) -> Reply:

@@ -36,7 +36,8 @@ def test_it_abstains_when_nothing_relevant_is_found():
 
 
 def test_a_scripted_unsupported_statement_is_regenerated_then_never_shown():
-    model = FakeChatModel(unsupported={"30 days"})
+    # In its own words: a sentence copied from the evidence it cites is grounded whatever the checker says.
+    model = FakeChatModel(unsupported={"30 days"}, answer="You have 30 days from delivery to send it back [doc_1].")
     result = build_graph(llm=model).invoke({"question": RETURNS})
     assert result["decision"] == "abstain" and result["citations"] == []
     assert model.calls.count("answer") == 2  # regenerated once (max_generations), then given up

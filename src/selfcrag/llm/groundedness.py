@@ -21,6 +21,7 @@ from selfcrag.offline.groundedness import (
     FLAG_PENALTY,
     citation_scope,
     cited_sentences,
+    copied_from,
     instruction_claim,
     instruction_flag,
 )
@@ -73,12 +74,19 @@ class LLMGroundednessChecker:
         self.models = models
 
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
-        flags, flagged, instructed, sentences = rule_checks(answer, strips)
+        flags, flagged, instructed, sentences, copied = rule_checks(answer, strips)
         schema = statement_check(STATEMENTS_PER_SENTENCE * max(1, sentences))
         reply = ask(self.models, self.models.grader(settings), schema, prompts.groundedness(answer, strips), settings,
                     "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
+        # Sentences copied from the documents they cite are stated there, whatever the model says: a 0.5B checker
+        # called such sentences unsupported (SQuAD tuning questions), and its verdict then withheld right answers.
+        copied_share = copied / max(1, sentences)
+        if not statements and copied_share == 1 and not instructed:
+            return GroundednessCheck(score=round(max(0.0, 1 - FLAG_PENALTY * len(flags)), 4), grounded=True,
+                                     flags=[*flags, "every sentence copied from the evidence it cites"],
+                                     error=reply.error, **usage)  # fmt: skip
         if not statements:  # fails closed: an answer nobody could check is not shown as grounded
             error = reply.error or "the checker returned no statements"
             return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
@@ -88,7 +96,7 @@ class LLMGroundednessChecker:
         supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
         # A sentence the rules reject is unsupported whatever the model said of it: the share of the model's
         # verdicts cannot exceed the share of sentences that passed the rules.
-        share = min(supported / len(statements), 1 - len(flagged) / max(1, sentences))
+        share = min(max(supported / len(statements), copied_share), 1 - len(flagged) / max(1, sentences))
         score = min(1.0, max(0.0, share - FLAG_PENALTY * len(flags)))
         said = [instruction_claim(s.text) if is_instruction(s.text) else s.text for s in statements
                 if s.verdict == "unsupported"]  # fmt: skip
@@ -98,13 +106,15 @@ class LLMGroundednessChecker:
                                  **usage)
 
 
-def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int]:
-    """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count).
-    A sentence citing documents is checked against their text only; an uncited one against all the evidence."""
+def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:
+    """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count, how
+    many sentences are copied from the text they are checked against). A sentence citing documents is checked
+    against their text only; an uncited one against all the evidence."""
     evidence = "\n".join(s["text"] for s in strips)
     flags: list[str] = []
     flagged: list[str] = []
     instructed = False
+    copied = 0
     cited = cited_sentences(answer)
     for sentence, refs in cited:
         if is_instruction(sentence):
@@ -122,4 +132,6 @@ def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str],
         flags.extend(f for f in found if f not in flags)
         if found:
             flagged.append(sentence)
-    return flags, flagged, instructed, len(cited)
+        elif copied_from(sentence, scope):
+            copied += 1
+    return flags, flagged, instructed, len(cited), copied

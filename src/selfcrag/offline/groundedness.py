@@ -84,6 +84,15 @@ def citation_scope(refs: list[str], strips: list[Strip]) -> tuple[set[str], list
     return {docs[r] for r in refs if r in docs}, [r for r in refs if r not in docs]
 
 
+MIN_COPIED_WORDS = 3  # a copied sentence proves support only when it says something ("Yes." is not a claim)
+
+
+def copied_from(sentence: str, text: str) -> bool:
+    """Whether `sentence` (citation markers removed) is copied from `text`, after case, punctuation and width: what
+    the evidence states in its own words is stated, whatever a grader thinks of it."""
+    return len(words(sentence)) >= MIN_COPIED_WORDS and _normalised(sentence) in _normalised(text)
+
+
 def _normalised(text: str) -> str:
     """Lower-case letters, digits and Chinese characters only: a copied sentence still matches after punctuation,
     case or full-width changes."""
