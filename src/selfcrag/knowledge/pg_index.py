@@ -33,7 +33,7 @@ from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
-from selfcrag.knowledge.pg_schema import CONNECT_SECONDS, check_meta, connect, needs_extra, unreachable
+from selfcrag.knowledge.pg_schema import CONNECT_SECONDS, check_meta, connected, needs_extra, unreachable
 from selfcrag.knowledge.retrieval import (
     CANDIDATES_PER_K,
     embedder_label,
@@ -123,18 +123,11 @@ class PgIndex:
     @classmethod
     def open(cls, url: str, embedder: Embedder) -> PgIndex:
         """The knowledge base at `url`, checked (one-line IngestError when there is none or it does not fit)."""
-        conn = connect(url)
-        try:
+        with connected(url) as conn:
             if not conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0]:
                 raise IngestError(f"no knowledge base at {describe(url)}; build one with "
                                   f"`selfcrag ingest PATH --index {describe(url)}`")
             check_meta(conn, url, embedder)
-        except IngestError:
-            raise
-        except Exception as exc:
-            raise unreachable(url, exc) from None
-        finally:
-            conn.close()
         return cls(url, embedder)
 
     @contextmanager

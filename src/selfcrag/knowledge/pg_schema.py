@@ -6,6 +6,8 @@ pg_index.py, which outgrew a module).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from selfcrag.contract import Embedder
@@ -122,21 +124,28 @@ def _migrate(conn: Any, version: int) -> None:
         conn.execute("UPDATE selfcrag_kb_meta SET value = %s WHERE name = 'version'", (str(step + 1),))
 
 
-def upgrade(url: str) -> None:
-    """Migrate the knowledge base at `url` to SCHEMA_VERSION now, not at its next ingest: the VectorStore face
-    (langchain_store.py) reads what a newer version added. Searching never needs it (nothing else changed)."""
+@contextmanager
+def connected(url: str) -> Iterator[Any]:
+    """One connection outside the pool for the block, closed after it; a database error in the block ends as the
+    one-line IngestError of `unreachable` (an IngestError raised in the block passes as it is)."""
     conn = connect(url)
     try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            version = conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone()[0]
-            _migrate(conn, int(version))
+        yield conn
     except IngestError:
         raise
     except Exception as exc:
         raise unreachable(url, exc) from None
     finally:
         conn.close()
+
+
+def upgrade(url: str) -> None:
+    """Migrate the knowledge base at `url` to SCHEMA_VERSION now, not at its next ingest: the VectorStore face
+    (langchain_store.py) reads what a newer version added. Searching never needs it (nothing else changed)."""
+    with connected(url) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        version = conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone()[0]
+        _migrate(conn, int(version))
 
 
 def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
@@ -155,10 +164,5 @@ def check_meta(conn: Any, url: str, embedder: Embedder) -> dict[str, str]:
 
 def has_knowledge_base(url: str) -> bool:
     """Whether the database at `url` holds a knowledge base (an ingest created its tables)."""
-    conn = connect(url)
-    try:
+    with connected(url) as conn:
         return bool(conn.execute("SELECT to_regclass('selfcrag_kb_meta') IS NOT NULL").fetchone()[0])
-    except Exception as exc:
-        raise unreachable(url, exc) from None
-    finally:
-        conn.close()
