@@ -44,3 +44,19 @@ def test_a_failed_grader_model_fails_open_except_on_what_the_rule_found():
         kept = grader.grade(QUESTION, "The monthly plan costs $120 per year. [doc_1]", Context())
     assert grade.error and not grade.useful and "annual plan" in grade.missing
     assert kept.error and kept.useful  # fails open
+
+
+def test_a_verdict_whose_missing_reads_back_the_instructions_is_not_taken():
+    # What a 0.5B model replied to a right answer: its instructions' description of a wrong one, and score 0.0.
+    echo = {"score": 0.0, "reason": "different",
+            "missing": "The question asks about a different one, the answer is about a different one."}
+    said = {"score": 0.0, "reason": "no plan price", "missing": "the price of the monthly plan per year"}
+    right = "The monthly plan costs $120 per year. [doc_1]"
+    with OpenAIServer(lambda request: Reply.json(echo)) as server:
+        grade = grader_for(server).grade(QUESTION, right, Context())
+    assert grade.error == "no verdict: the reply repeats the grader's instructions"
+    assert grade.useful and grade.score == Context().thresholds().answer_relevance  # fails open, as on a fault
+    assert "different one" not in grade.missing  # never fed to the query rewrite or shown in an abstention
+    with OpenAIServer(lambda request: Reply.json(said)) as server:  # a verdict in its own words stands
+        kept = grader_for(server).grade(QUESTION, right, Context())
+    assert not kept.error and not kept.useful and kept.missing == "the price of the monthly plan per year"

@@ -152,7 +152,7 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {"route_question/1",
-        "grade_documents/1 (batch)", "generate/1 (qa, local)", "check_hallucination/2", "grade_answer/3"}
+        "grade_documents/1 (batch)", "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/3"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------

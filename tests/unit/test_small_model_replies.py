@@ -72,3 +72,18 @@ def test_a_sure_decline_or_one_without_probabilities_or_token_ids_stands():
     no_ids = AIMessage("x", response_metadata={"logprobs": {"content": [{"top_logprobs": [
         {"token": "Ins", "logprob": math.log(0.3)}, {"token": "The", "logprob": math.log(0.6)}]}]}})
     assert doubted_decline(no_ids) is None
+
+
+def test_the_prompts_evidence_markup_pasted_back_becomes_that_documents_text_cited_by_its_label():
+    strips = [strip("ipcc", "This involves publishing default emission factors.", 0.9),
+              strip("amazon", "The rainforest may be threatened by climate change.", 0.8)]
+    prompt = generation_prompt("What is used to estimate emissions?", strips, Context())
+    reply = ('The most relevant evidence is: <evidence id="doc_1" title="Ipcc">\nThis involves publishing default '
+             "emission factors &amp; more.\n...\nLevels are used.\n</evidence>")  # fmt: skip
+    draft = draft_from(reply, prompt)
+    assert draft.answer == "This involves publishing default emission factors & more. Levels are used. [doc_1]"
+    assert [c["doc_id"] for c in draft.citations] == ["ipcc"]
+    cut = draft_from('Answer: <evidence id="doc_2" title="Amazon">\nThe rainforest may be threatened', prompt)
+    assert cut.answer == "The rainforest may be threatened [doc_2]"  # a reply cut before the closing tag
+    assert "evidence" not in generation_prompt("What is used?", strips, Context()).messages[0].content.split(
+        "Focus:")[1]  # the local focus no longer invites "The most relevant evidence is:"

@@ -14,12 +14,17 @@ from selfcrag.offline.offline_grading import constraint_violations
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
 from selfcrag.text.terms import coverage, question_terms, strip_citations
+from selfcrag.text.text import repeated_share
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
     from selfcrag.llm.models import ChatModels
 
 _NOTHING = {"", "none", "nothing", "n/a", "na", "-", "nothing is missing", "null"}
+# A `missing` made mostly of the prompt's own wording is the instructions read back, not a reading of this answer:
+# a 0.5B model wrote "The question asks about a different one, the answer is about a different one" and scored a
+# right answer 0.0, as the instructions' example of a wrong one says to. Its verdict is then not taken.
+ECHO_SHARE = 0.5  # of the reply's three-word runs found in the instructions
 
 
 class AnswerVerdict(BaseModel):
@@ -43,17 +48,20 @@ class LLMAnswerGrader:
         swapped = constraint_violations(question, text)
         signals: dict[str, Any] = {"violations": len(swapped),
                                    "term_coverage": round(coverage(question_terms(question), text)[0], 4)}
-        reply = ask(self.models, self.models.grader(settings), AnswerVerdict,
-                    prompts.answer_grade(question, answer), settings, "answer_grade")  # fmt: skip
+        prompt = prompts.answer_grade(question, answer)
+        reply = ask(self.models, self.models.grader(settings), AnswerVerdict, prompt, settings, "answer_grade")
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
         found = "".join(f"; rule: {v.describe()}" for v in swapped)
         language = language_of(question)
         rule_missing = [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
-        if reply.value is None:
+        error = reply.error
+        if reply.value is not None and repeated_share(reply.value.missing, str(prompt[0].content)) >= ECHO_SHARE:
+            error = "no verdict: the reply repeats the grader's instructions"
+        if reply.value is None or error:
             useful = not swapped  # fails open, except on what the rule found
             return AnswerGrade(score=settings.thresholds().answer_relevance * (1.0 if useful else 0.5), useful=useful,
-                               error=reply.error, missing=messages.separate(rule_missing, language),
-                               reason=f"answer grader failed: {reply.error}; taken as useful (fails open){found}",
+                               error=error, missing=messages.separate(rule_missing, language),
+                               reason=f"answer grader failed: {error}; taken as useful (fails open){found}",
                                **usage, **signals)
         verdict = reply.value
         missing = "" if verdict.missing.strip().lower().rstrip(".") in _NOTHING else verdict.missing.strip()

@@ -8,6 +8,7 @@ model's words, or, for a failed call, a plain phrase in the question's language 
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 _INSUFFICIENT = re.compile(r"^\W*INSUFFICIENT\b\W*(.*)", re.I | re.S)
 _MISSING_LINE = re.compile(r"^\W*Missing\s*:\s*(.+)$", re.I | re.M)
 _REF = re.compile(r"\[(doc_\d+)\]")
+# The prompt's own evidence markup pasted back, with the clause that introduces it ("The most relevant evidence is:
+# <evidence id="doc_1" ...>"): a 0.5B model answered so, and the checker rightly found the markup in no document.
+_PASTED = re.compile(r'(?:[^\n.:<>]*:\s*)?<evidence id="(doc_\d+)"[^>]*>\s*(.*?)\s*(?:</evidence>|\Z)', re.S)
 
 
 class LLMGenerator:
@@ -74,6 +78,7 @@ def _cut(text: str, limit: int) -> str:
 def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
     """The model's reply as a draft: an INSUFFICIENT reply or an empty one is no draft; a "Missing:" line moves
     to `missing`; citation labels the evidence never showed are dropped; each kept label gets a citation."""
+    text = _PASTED.sub(_pasted, text)
     if match := _INSUFFICIENT.match(text):
         return Draft(answer="", citations=[], missing=match.group(1).strip() or "the evidence does not answer this")
     missing = "; ".join(m.strip().rstrip(".") for m in _MISSING_LINE.findall(text))
@@ -92,6 +97,13 @@ def draft_from(text: str, prompt: GenerationPrompt) -> Draft:
         citations.append(Citation(ref=ref, doc_id=docs[ref], title=own[0]["title"], source=own[0]["source"],
                                   quote=_quote(claims, own)))  # fmt: skip
     return Draft(answer=answer, citations=citations, missing=missing)
+
+
+def _pasted(match: re.Match[str]) -> str:
+    """A pasted evidence block as what it is: that document's text, cited by its label (the checks that follow
+    judge it as any answer; only the markup and its introduction go)."""
+    text = html.unescape(match.group(2)).replace("\n...\n", " ")
+    return f"{' '.join(text.split())} [{match.group(1)}]"
 
 
 MIN_SHARED_TERMS = 2  # an uncited sentence is attributed only to a document it shares this many terms with

@@ -17,7 +17,9 @@ from selfcrag.prompts.evidence import DATA_NOTICE, compress, doc_labels, evidenc
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
-VERSION = "generate/1"
+# Version 2: the local focus no longer says "answer it from the most relevant evidence", which a 0.5B model
+# continued as "The most relevant evidence is: <evidence ...>" instead of answering.
+VERSION = "generate/2"
 
 SYSTEM = f"""You answer questions using only the evidence given with each question.
 - End every sentence that states a fact with its source label, e.g. [doc_1] or [doc_1][doc_2]. Cite only labels \
@@ -36,7 +38,7 @@ TASKS = {
 }
 
 FOCUS = {
-    "local": "Focus: the question asks for a specific point; answer it from the most relevant evidence.",
+    "local": "Focus: the question asks for one specific point: state it, citing the document that gives it.",
     "global": "Focus: the question asks for an overview; draw on every document that bears on it and cite each.",
 }
 

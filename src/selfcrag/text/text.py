@@ -228,3 +228,14 @@ def approx_tokens(text: str) -> int:
     one token per character). Budgets only need to be roughly right offline."""
     cjk = len(_CJK_CHAR.findall(text))
     return len(text.split()) if not cjk else cjk + len(_CJK_CHAR.sub(" ", text).split())
+
+
+def repeated_share(text: str, source: str, n: int = 3) -> float:
+    """The share of `text`'s runs of `n` words that also occur in `source` (0.0 for a text shorter than `n`
+    words): how much of a reply is a copy of what it was given rather than words of its own."""
+    mine, theirs = words(text), words(source)
+    runs = [tuple(mine[i : i + n]) for i in range(len(mine) - n + 1)]
+    if not runs:
+        return 0.0
+    given = {tuple(theirs[i : i + n]) for i in range(len(theirs) - n + 1)}
+    return sum(run in given for run in runs) / len(runs)
