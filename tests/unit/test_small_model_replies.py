@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from selfcrag.context import Context
 from selfcrag.contract import Strip
+from selfcrag.llm.answer_grade import MISSING_CHARS, REASON_CHARS, AnswerVerdict
 from selfcrag.llm.declines import doubted_decline
 from selfcrag.llm.generator import draft_from
 from selfcrag.llm.relevance import keyed_grades
@@ -87,3 +88,9 @@ def test_the_prompts_evidence_markup_pasted_back_becomes_that_documents_text_cit
     assert cut.answer == "The rainforest may be threatened [doc_2]"  # a reply cut before the closing tag
     assert "evidence" not in generation_prompt("What is used?", strips, Context()).messages[0].content.split(
         "Focus:")[1]  # the local focus no longer invites "The most relevant evidence is:"
+
+
+def test_the_answer_grades_schema_bounds_its_free_text_so_a_grammar_stops_a_rambling_field():
+    properties = compact_schema(AnswerVerdict)["properties"]
+    assert (properties["missing"]["maxLength"], properties["reason"]["maxLength"]) == (MISSING_CHARS, REASON_CHARS)
+    assert AnswerVerdict.model_validate({"score": 1, "missing": "x" * 500}).missing == "x" * 500  # read, not refused

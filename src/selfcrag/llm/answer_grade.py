@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from selfcrag.contract import AnswerGrade
 from selfcrag.language import language_of
@@ -27,12 +27,17 @@ _NOTHING = {"", "none", "nothing", "n/a", "na", "-", "nothing is missing", "null
 ECHO_SHARE = 0.5  # of the reply's three-word runs found in the instructions
 
 
+# Bounds the schema states, so a grammar-constrained server stops a rambling field there: a 0.5B model otherwise ran
+# to the role's token cap, and the cut JSON could not be read (2 of 34 grades on SQuAD tuning questions).
+MISSING_CHARS, REASON_CHARS = 200, 100
+
+
 class AnswerVerdict(BaseModel):
     """How well the answer addresses the question, and what it leaves out."""
 
     score: Score
-    missing: str = ""
-    reason: str = ""
+    missing: str = Field("", json_schema_extra={"maxLength": MISSING_CHARS})
+    reason: str = Field("", json_schema_extra={"maxLength": REASON_CHARS})
 
 
 class LLMAnswerGrader:
