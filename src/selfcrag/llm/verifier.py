@@ -54,9 +54,11 @@ class ModelVerifier:
             return self._built[key]
 
     def verify(self, question: str, answer: str, strips: list[Strip], settings: Context) -> Verification:
-        best = sorted(strips, key=lambda s: -float(s["score"]))  # the passage is cut to a budget: best first
+        text = strip_citations(answer)
+        # The passage is cut to a budget: the strips that hold the draft's words first, then the most relevant.
+        best = sorted(strips, key=lambda s: (-_overlap(text, s["text"]), -float(s["score"])))
         passage = "\n".join(s["text"] for s in best)
-        messages = prompts.verify(question, strip_citations(answer), passage, best[0]["title"] if best else "")
+        messages = prompts.verify(question, text, passage, best[0]["title"] if best else "")
         outcome = call(self.model(settings), messages, settings)
         if outcome.error is not None:
             return Verification(score=None, llm_calls=outcome.calls, prompt=prompts.VERIFY, error=outcome.reason)
@@ -66,6 +68,12 @@ class ModelVerifier:
         error = "" if score is not None else f"no Yes or No in the verifier's reply ({reply!r})"
         return Verification(score=score, reply=reply, llm_calls=outcome.calls, prompt=prompts.VERIFY,
                             tokens=usage_tokens(message, messages), error=error)  # fmt: skip
+
+
+def _overlap(answer: str, text: str) -> float:
+    """Share of the answer's words that the strip holds: the draft's own strip (an extractive one is a copy) is 1."""
+    words = set(answer.lower().split())
+    return len(words & set(text.lower().split())) / len(words) if words else 0.0
 
 
 def _word(token: str) -> str:
