@@ -147,3 +147,11 @@ def test_a_run_may_not_turn_the_verifier_on_or_point_it_anywhere() -> None:
     for asked in ({"verifier": "openai:gpt-4o"}, {"verifier_url": "http://attacker.example/v1"}):
         with pytest.raises(SettingsError, match="operator setting"):
             graph(Verifying(prompts=[])).invoke({"question": ANSWERABLE}, context=asked)
+
+
+def test_with_the_verifier_on_its_own_fitted_calibration_is_chosen() -> None:
+    result = graph(Verifying(word="Yes", top={"Yes": 0.8, "No": 0.2}, prompts=[]), verifier="local:test").invoke(
+        {"question": ANSWERABLE})
+    explained = result["confidence_explanation"]
+    assert explained["calibration"] == "offline_verifier.json"
+    assert explained["signals"]["verifier"] == pytest.approx(0.8) and explained["contributions"]["verifier"] != 0.0
