@@ -13,6 +13,7 @@ from selfcrag.backend import Components
 from selfcrag.context import Context, settings_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.finalize import most_confident
+from selfcrag.quality.confidence import used_strips
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.terms import strip_citations
 
@@ -21,9 +22,7 @@ def make(components: Components) -> NodeFunction:
     def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         shown, _ = most_confident(state, settings)  # the draft finalize would show without the verifier
-        # All the evidence the draft was written from, its own strip first (llm/verifier.py): a multi-hop question's
-        # first hop may sit in a document the draft does not cite.
-        draft, strips = shown.get("answer") or "", list(shown.get("knowledge") or [])
+        draft, strips = shown.get("answer") or "", used_strips(shown)
         verdict = components.verifier.verify(state["question"], draft, strips, settings)
         if verdict.score is None:
             reason = f"verifier unmeasured ({verdict.error}); the run decides as without it"

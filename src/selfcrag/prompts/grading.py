@@ -16,10 +16,10 @@ GROUNDEDNESS = "check_hallucination/2"
 ANSWER = "grade_answer/3"
 REWRITE = "rewrite_query/1"
 REWRITE_WEB = "rewrite_query_web/1"
-VERIFY = "verify/2"
+VERIFY = "verify/1"
 # Of the cited passage shown to the verifier, the draft's own strip first: a local model's cost is its prompt (the
 # 1.5B read 12-18 tokens a second on one shared core, ~15 s for a 250-token passage).
-VERIFY_PASSAGE_TOKENS = 200
+VERIFY_PASSAGE_TOKENS = 160
 
 _LABELS = """- correct: it states information that answers the question, or part of it
 - ambiguous: on the question's topic, but it does not clearly answer it
@@ -108,13 +108,10 @@ no filler words."""
 
 def verify(question: str, answer: str, passage: str, title: str = "") -> list[BaseMessage]:
     """The local verifier's one question, answered by its first token (Yes or No). The system prompt comes first
-    and is the same for every call, so the server's prompt cache keeps it; the evidence, the question and the answer
-    follow, the question last but one so a small model reads it just before it answers. Version 2 asks whether the
-    evidence states the answer to this exact question (version 1 asked whether the passage answers it: the 1.5B
-    said Yes to most unanswerable SQuAD tuning questions, whose passages are on the question's topic)."""
-    system = f"""You check answers found by a search system. Reply with one word, Yes or No: does the evidence \
-state that the proposed answer is the answer to this exact question? Reply No if the evidence is only about the \
-same topic, or answers a different question.
+    and is the same for every call, so the server's prompt cache keeps it; the passage, the question and the answer
+    follow, the question last but one so a small model reads it just before it answers."""
+    system = f"""You check answers found by a search system. Reply with one word, Yes or No: does the passage \
+answer the question, and is the proposed answer what it says?
 {DATA_NOTICE.format(tag="passage")}"""
     shown = block("passage", "p1", truncate(passage, VERIFY_PASSAGE_TOKENS), title)
     return [SystemMessage(system), HumanMessage(f"{shown}\n\nQuestion: {question.strip()}\n"
