@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/calibration_fit.py [--per-class 300] [--seed 1] [--datasets ../shared/datasets]
                                                    [--out src/selfcrag/data/calibration/offline.json]
                                                    [--presets src/selfcrag/data/presets.json] [--records FILE]
+                                                   [--model provider:model | --verifier provider:model
+                                                    --verifier-url URL]
 
 Two source domains, so the fit is not one dataset's habits:
 - SQuAD 2.0: the dev sample (200 questions) and N answerable + N unanswerable other questions of its 8 articles,
@@ -55,6 +57,7 @@ from eval_datasets import (  # noqa: E402
 
 SHIPPED = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
 SHIPPED_MODEL = SHIPPED.with_name("model.json")  # quality/calibration.shipped("model") reads it
+SHIPPED_VERIFIER = SHIPPED.with_name("offline_verifier.json")  # shipped("offline", verifier=True) reads it
 COSTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # the costs whose floors the last table shows
 KEEP_RIGHT = 0.8  # the general cost is the most cautious that keeps this share of plain RAG's right answers
 EVAL_DRAW = (100, 0)  # eval_datasets.py's default squad-allowed draw (per class, seed): never fitted on
@@ -86,7 +89,8 @@ def halueval_questions(folder: Path, work: Path, size: int | None = None) -> tup
 
 
 def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path, model: str = "",
-               keep: Path | None = None, origin: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+               keep: Path | None = None, origin: dict[str, Any] | None = None,
+               verifier: tuple[str, str] = ("", "")) -> list[dict[str, Any]]:  # fmt: skip
     """Every question through the graph (offline, or the model backend with `model`) on its corpus's (cached)
     index: one record each. With `keep`, each record is appended there as it is made, and the questions it already
     holds are not run again: a model run takes hours and may span sessions."""
@@ -96,7 +100,8 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
 
     file = work / f"{name}.jsonl"
     file.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions), encoding="utf-8")
-    operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=model))
+    operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=model,
+                                                      verifier=verifier[0], verifier_url=verifier[1]))
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
     asked = {q["id"] for q in loaded}  # a smaller rerun fits exactly its own questions
@@ -116,7 +121,7 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
         if keep:
             with keep.open("a", encoding="utf-8") as sink:
                 sink.write("".join(json.dumps(r, default=str) + "\n" for r in pair))
-        if done % (100 if not model else 5) == 0 or done == len(todo):
+        if done % (100 if not (model or verifier[0]) else 5) == 0 or done == len(todo):
             print(f"{name}: {done}/{len(todo)} questions run", file=sys.stderr)
     return records
 
@@ -140,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--halueval", type=int, help="only the first N HaluEval questions (default all 500)")
     cli.add_argument("--model", default="", help="fit the model backend with this chat model (provider:model; "
                      "OPENAI_BASE_URL etc. as for any run) and write its shipped file, data/calibration/model.json")
+    cli.add_argument("--verifier", default="", help="fit the offline backend with the local verifier on, with this "
+                     "chat model (provider:model, served at --verifier-url), and write its shipped file, "
+                     f"{SHIPPED_VERIFIER.relative_to(ROOT)}")
+    cli.add_argument("--verifier-url", default="", help="the verifier's OpenAI-compatible server")
     cli.add_argument("--out", type=Path, help=f"the file to write (default {SHIPPED.relative_to(ROOT)}, or "
-                     f"{SHIPPED_MODEL.relative_to(ROOT)} with --model)")
+                     f"{SHIPPED_MODEL.relative_to(ROOT)} with --model, {SHIPPED_VERIFIER.name} with --verifier)")
     cli.add_argument("--records", type=Path, help="keep the runs' records here, and reuse those it holds: a rerun "
                      "refits without running the graph again, an interrupted one runs only what is missing")
     cli.add_argument("--with-question-wording", action="store_true",
@@ -168,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.process_time()
     work = Path(tempfile.mkdtemp(prefix="selfcrag-calibration-"))
-    out = args.out or (SHIPPED_MODEL if args.model else SHIPPED)
+    if args.model and args.verifier:
+        cli.error("--verifier fits the offline backend's file: leave out --model")
+    out = args.out or (SHIPPED_MODEL if args.model else SHIPPED_VERIFIER if args.verifier else SHIPPED)
     squad, squad_corpus = squad_questions(args.datasets / "squad2", args.per_class, args.seed, work, args.sample)
     halueval, halueval_corpus = halueval_questions(args.datasets / "halueval", work, args.halueval)
     sources = {"squad": (squad, squad_corpus), "halueval": (halueval, halueval_corpus)}
@@ -176,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         drop_torn_line(args.records)
     records = [r for name, (questions, corpus) in sources.items()
-               for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin)]  # fmt: skip
+               for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin,
+                                   (args.verifier, args.verifier_url))]  # fmt: skip
     rows = rows_of(records)
     plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
                       "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
@@ -198,12 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     wording = " --with-question-wording" if args.with_question_wording else ""
     if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
         wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
-    for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model)):
+    for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model),
+                        ("--verifier", args.verifier)):
         wording += f" {flag} {value}" if value else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample{f' (first {args.sample})' if args.sample else ''} + {args.per_class}+{args.per_class} of its "
                f"articles, squad-allowed eval draw excluded; HaluEval {len(halueval)} over its split corpus)")
-    origin = provenance([f for f in files if f.is_file()], rows, "model" if args.model else "offline", command)
+    backend = "model" if args.model else f"offline + verifier {args.verifier}" if args.verifier else "offline"
+    origin = provenance([f for f in files if f.is_file()], rows, backend, command)
     write(out, fitted, origin)
     costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
     floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
@@ -230,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
                "cpu_seconds": cpu, "questions": command, **run_origin}
-    name = "calibration_fit.json" if not args.model else f"calibration_fit_{model_slug(args.model)}.json"
+    name = (f"calibration_fit_{model_slug(args.model)}.json" if args.model else
+            f"calibration_fit_verifier-{model_slug(args.verifier)}.json" if args.verifier else "calibration_fit.json")
     (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa halueval squad-reserved]
                                                  [--per-class N] [--limit N] [--seed 0] [--datasets ../shared/datasets]
                                                  [--model provider:model] [--resume]
+                                                 [--verifier provider:model --verifier-url URL --server-pid PID]
 
 Sets (default: all but squad-reserved):
 - `squad`: the SQuAD 2.0 dev sample, 100 answerable + 100 unanswerable over its 285 paragraphs (tuning allowed).
@@ -156,11 +157,12 @@ def index_dir(corpus: Path) -> Path:
     return Path(tempfile.gettempdir()) / "selfcrag-eval-indexes" / f"{corpus.stem}-{digest}"
 
 
-def results_dir(results: Path, name: str, model: str) -> Path:
+def results_dir(results: Path, name: str, model: str, verifier: str = "") -> Path:
     """A set's folder: eval_<set>/ offline, eval_<set>_<model>/ on the model backend (the model's name with
-    anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b)."""
-    slug = model_slug(model)
-    return results / "_".join(["eval", name.replace("-", "_"), *([slug] if slug else [])])
+    anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b), and
+    _verifier-<model> after it with the local verifier on."""
+    slugs = [model_slug(model), *([f"verifier-{model_slug(verifier)}"] if verifier else [])]
+    return results / "_".join(["eval", name.replace("-", "_"), *(slug for slug in slugs if slug)])
 
 
 def model_slug(model: str) -> str:
@@ -193,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (timing runs)")
     cli.add_argument("--results", type=Path, default=RESULTS, help="where eval_<set>/ folders are written")
     cli.add_argument("--model", default="", help="the model backend with this chat model (selfcrag eval --model)")
+    cli.add_argument("--verifier", default="", help="the local verifier on, with this chat model (selfcrag eval "
+                     "--verifier); its results go to eval_<set>_verifier-<model>/")
+    cli.add_argument("--verifier-url", default="", help="the verifier's server (selfcrag eval --verifier-url)")
     cli.add_argument("--server-pid", type=int, default=0, help="the local model server's pid: its CPU per question "
                      "is measured too (selfcrag eval --server-pid)")
     cli.add_argument("--resume", action="store_true", help="continue each set's interrupted run (selfcrag eval "
@@ -213,12 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     table = {}
     for name in args.sets:
         questions, corpus = files_for(name, args.datasets, args.per_class, args.seed, work)
-        out = results_dir(args.results, name, args.model)
+        out = results_dir(args.results, name, args.model, args.verifier)
         if not args.resume:
             shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
         command = ["eval", str(questions), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
                    "--baseline", "plain", "--out", str(out), *(["--limit", str(args.limit)] if args.limit else []),
                    *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else []),
+                   *(["--verifier", args.verifier] if args.verifier else []),
+                   *(["--verifier-url", args.verifier_url] if args.verifier_url else []),
                    *(["--server-pid", str(args.server_pid)] if args.server_pid else [])]
         print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
         code = selfcrag(command)

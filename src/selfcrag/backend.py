@@ -14,6 +14,7 @@ import numpy as np
 from selfcrag.context import Context
 from selfcrag.contract import (
     AnswerGrader,
+    AnswerVerifier,
     Embedder,
     Generator,
     GroundednessChecker,
@@ -75,6 +76,12 @@ def _offline_router() -> QuestionRouter:
     return OfflineRouter()
 
 
+def _verifier() -> AnswerVerifier:
+    from selfcrag.llm.verifier import ModelVerifier
+
+    return ModelVerifier()
+
+
 @dataclass
 class Components:
     relevance: RelevanceGrader
@@ -87,6 +94,8 @@ class Components:
     router: QuestionRouter = field(default_factory=_offline_router)  # before retrieval: direct, web or retrieve
     retriever: Retriever | None = None  # None: the index named by settings.index_dir, else the bundled sample
     embedder: Embedder | None = None  # builds and reads the default index
+    # Asked about the draft to show when the `verifier` setting names a model (either backend; off by default).
+    verifier: AnswerVerifier = field(default_factory=_verifier)
 
     def retriever_for(self, settings: Context) -> Retriever:
         return searched(self.retriever, self.embedder, settings)

@@ -118,7 +118,8 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | s
     from selfcrag.knowledge.retrieval import HybridIndex
 
     operator = {"index_dir": args.index, "generator_model": args.model or None,
-                "backend": "model" if args.model else None}
+                "backend": "model" if args.model else None, "verifier": args.verifier or None,
+                "verifier_url": args.verifier_url or None}
     embedder = embedder_for(Context.from_env(**operator).embeddings)
     if is_postgres(args.index):  # a knowledge base in PostgreSQL: built by `ingest`, its one write path
         from selfcrag.knowledge.ingestion import ingest
@@ -200,12 +201,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     files = [Path(args.questions), *([Path(args.corpus)] if args.corpus else [])]
     command = "selfcrag calibrate " + " ".join(
         [Path(args.questions).name, *(["--corpus", Path(args.corpus).name] if args.corpus else []),
-         *(["--limit", str(args.limit)] if args.limit else []), *(["--model", args.model] if args.model else [])])
+         *(["--limit", str(args.limit)] if args.limit else []), *(["--model", args.model] if args.model else []),
+         *(["--verifier", args.verifier] if args.verifier else [])])
     fitted = calibrate(questions, systems, files, out, command)
     print(table(fitted))
     print(f"wrote {out}; use it with SELFCRAG_CALIBRATION={out.resolve()} (or build_graph(settings="
           "{'calibration': ...}))")
     return 0
+
+
+def _verifier_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--verifier", default="", help="also ask this chat model (provider:model) whether the "
+                         "passage the answer cites answers the question; its score feeds the confidence "
+                         "(SELFCRAG_VERIFIER; off by default)")
+    command.add_argument("--verifier-url", default="", help="the verifier's OpenAI-compatible server, e.g. "
+                         "http://127.0.0.1:8090/v1 from python -m selfcrag.llm.local_server (SELFCRAG_VERIFIER_URL)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -242,6 +252,7 @@ def parser() -> argparse.ArgumentParser:
                      help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     ask.add_argument("--model", default="", help="answer with this chat model, as provider:model (e.g. "
                      "openai:gpt-4o-mini); needs OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server")
+    _verifier_flags(ask)
     ask.add_argument("--stream", action="store_true",
                      help="show progress and answer tokens live on stderr, with the time to the first token")
     ask.add_argument("--thread", default="", help="continue this conversation (any process; default: a new thread, "
@@ -267,6 +278,7 @@ def parser() -> argparse.ArgumentParser:
                           help="moves every preset minimum by -0.05 / 0 / +0.05 (default normal)")
     evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    _verifier_flags(evaluate)
     evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
                           "keep its records, run only what is missing (refused if its settings differ)")
     evaluate.add_argument("--server-pid", type=int, default=0, help="a model server on this machine (e.g. python "
@@ -282,6 +294,7 @@ def parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", required=True, help="calibration file to write (JSON)")
     fit.add_argument("--limit", type=int, default=0, help="only the first N questions")
     fit.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    _verifier_flags(fit)
     fit.set_defaults(run=cmd_calibrate)
     return top
 

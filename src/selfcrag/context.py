@@ -172,6 +172,16 @@ class Context(BaseModel):
         "empty = OPENAI_BASE_URL, else OpenAI. OPENAI_API_KEY is sent only to OPENAI_BASE_URL (or OpenAI); "
         "another server gets SELFCRAG_API_KEY, or no key.",
     )
+    verifier: str = operator(
+        "",
+        "Local verifier (off when empty): a chat model, as provider:model, asked once per shown draft whether the "
+        "passage it cites answers the question; its P(yes), calibrated, feeds the confidence. Served at "
+        "`verifier_url` (e.g. `python -m selfcrag.llm.local_server --model qwen2.5-coder-1.5b --port 8090`).",
+    )
+    verifier_url: str = operator(
+        "", "OpenAI-compatible server of the `verifier` model, e.g. http://127.0.0.1:8090/v1; empty = OPENAI_BASE_URL, "
+        "else OpenAI. It gets SELFCRAG_API_KEY (or no key) unless it is OPENAI_BASE_URL.",
+    )
     llm_timeout: float = operator(
         30.0, "Seconds one model call may take in all (a deadline, not a read timeout).", gt=0.0
     )
@@ -421,7 +431,8 @@ def _tag(name: str, key: str) -> str:
 
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
-NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "llm_timeout", "allow_per_run",
+NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
+                           "llm_timeout", "allow_per_run",
                            "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
                            "max_history_chars",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})

@@ -143,6 +143,14 @@ class Route(ModelUse):
     reason: str = ""
 
 
+@dataclass
+class Verification(ModelUse):
+    """The local verifier's judgement of the draft to show: P(the cited passage answers the question with it)."""
+
+    score: float | None  # None: not measured (no verifier reply it could read); the calibrator then ignores it
+    reply: str = ""  # the first words of the reply, for the trace
+
+
 class Retriever(Protocol):
     def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
 
@@ -160,6 +168,10 @@ class Vocabulary(Protocol):
     def titles(self, limit: int) -> list[str]:
         """The first `limit` documents' titles, in index order, each once."""
         ...
+
+
+class AnswerVerifier(Protocol):
+    def verify(self, question: str, answer: str, strips: list[Strip], settings: Context) -> Verification: ...
 
 
 class RelevanceGrader(Protocol):

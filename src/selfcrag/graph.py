@@ -9,6 +9,7 @@
     judge --not grounded, generations left--> generate
           --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
     finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
+    (every way to finalize goes through verify first when the `verifier` setting is on and a draft was kept)
     (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review;
      retrieve --a correction round with no new chunk--> generate (evidence not yet drafted from), else finalize)
     (contextualize: a follow-up that leans on the conversation is rewritten to stand alone; others pass as asked)
@@ -52,6 +53,7 @@ from selfcrag.nodes import (
     rewrite_query,
     route_question,
     speculate,
+    verify,
     web_search,
 )
 from selfcrag.nodes.speculate import model_backend
@@ -63,10 +65,10 @@ if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~
     from langchain_core.language_models import BaseChatModel
 
 NODES = (prepare, contextualize, route_question, retrieve, grade_documents, speculate, adopt_draft, refine,
-         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, finalize,
+         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, verify, finalize,
          human_review)  # fmt: skip
 MODEL_NODES = {"contextualize", "route_question", "grade_documents", "speculate", "refine", "web_search",
-               "generate", "check_hallucination", "grade_answer", "rewrite_query"}  # fmt: skip
+               "generate", "check_hallucination", "grade_answer", "rewrite_query", "verify"}  # fmt: skip
 NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
 
 
@@ -130,6 +132,8 @@ def build_graph(
     graph.add_edge("contextualize", "route_question")
 
     def branch(source: str, decide: Callable[[State, Context], Any], targets: list[str]) -> None:
+        if "finalize" in targets:  # the local verifier, when on, looks at the draft first
+            decide, targets = routing.through_verify(decide), [*targets, "verify"]
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
 
     def on_backend(decide: Callable[[State, Context, bool], Any]) -> Callable[[State, Context], Any]:
@@ -152,6 +156,7 @@ def build_graph(
     branch("web_search", routing.after_web_search, ["generate", "retrieve", "rewrite_query", "finalize"])
     branch("generate", routing.after_generate, [*routing.CHECKS, "rewrite_query", "finalize"])
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
+    graph.add_edge("verify", "finalize")
     branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
     branch("human_review", routing.after_review, ["human_review", END])

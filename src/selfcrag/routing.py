@@ -6,6 +6,9 @@ evidence, the model-call budget), never by LangGraph's recursion limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from langgraph.graph import END
 
 from selfcrag.context import Context
@@ -180,6 +183,23 @@ def after_checks(state: State, settings: Context) -> str:
     if after_hallucination_check(state, settings) == "generate":
         return "generate"
     return after_answer_grade(state, settings)
+
+
+def verifying(state: State, settings: Context) -> bool:
+    """The local verifier (off by default) looks at the draft to show before `finalize` decides: when the
+    `verifier` setting names a model and the run kept a grounded draft."""
+    return bool(settings.verifier) and bool(state.get("drafts"))
+
+
+def through_verify(decide: Callable[[State, Context], Any]) -> Callable[[State, Context], Any]:
+    """`decide`, with its way to `finalize` going through `verify` first when `verifying`."""
+
+    def decide_here(state: State, settings: Context) -> Any:
+        target = decide(state, settings)
+        return "verify" if target == "finalize" and verifying(state, settings) else target
+
+    decide_here.__name__ = decide.__name__
+    return decide_here
 
 
 def after_finalize(state: State, settings: Context) -> str:

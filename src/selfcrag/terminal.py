@@ -20,7 +20,8 @@ def operator_flags(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[
     from selfcrag.knowledge.loaded_indexes import open_index
 
     operator = {"index_dir": args.index or None, "generator_model": args.model or None,
-                "backend": "model" if args.model else None, "embeddings": args.embeddings or None}
+                "backend": "model" if args.model else None, "embeddings": args.embeddings or None,
+                "verifier": args.verifier or None, "verifier_url": args.verifier_url or None}
     settings = Context.from_env(**operator)
     chosen = {name: value for name, value in operator.items() if value is not None}
     context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}

@@ -19,6 +19,7 @@ import pytest
 from support.local_llm import MODEL, local_llm
 
 from selfcrag import build_graph
+from selfcrag.quality.calibration import load, sigmoid
 
 QUESTIONS = {json.loads(line)["question"]: json.loads(line) for line in (Path(__file__).parents[1] / "data" /
              "sample_questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()}  # fmt: skip
@@ -30,11 +31,16 @@ PARSE_FAILURE = ("malformed reply", "no structured-output method worked", "no ve
 
 
 @pytest.fixture(scope="module")
-def graph() -> Iterator[Any]:
+def server() -> Iterator[str]:
     with local_llm() as url:
-        # A CPU-bound local model is slow: the operator's timeouts are raised, as anyone serving one would.
-        yield build_graph(settings={"backend": "model", "generator_model": f"openai:{MODEL}", "base_url": url,
-                                    "llm_timeout": 600, "run_timeout": 3600})  # fmt: skip
+        yield url
+
+
+@pytest.fixture(scope="module")
+def graph(server: str) -> Any:
+    # A CPU-bound local model is slow: the operator's timeouts are raised, as anyone serving one would.
+    return build_graph(settings={"backend": "model", "generator_model": f"openai:{MODEL}", "base_url": server,
+                                 "llm_timeout": 600, "run_timeout": 3600})  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +75,25 @@ def test_replies_that_cannot_be_parsed_stay_under_two_percent_of_calls(results: 
     failures = [f for r in results.values() for f in parse_failures(r)]
     assert calls > 0
     assert len(failures) <= 0.02 * calls, failures
+
+
+def test_the_local_verifiers_score_reaches_the_offline_confidence(server: str, tmp_path: Path) -> None:
+    """The offline backend with the local verifier on (the real model through the real ChatOpenAI, P(yes) from the
+    server's logprobs): one `verify` step, and its score is the `verifier` feature of a calibration that uses it,
+    pushing the confidence by weight x standardised score."""
+    calibration = tmp_path / "with_verifier.json"
+    calibration.write_text(json.dumps({"model": {"features": ["answer_relevance", "verifier"], "mean": [0.7, 0.5],
+                                                 "scale": [0.2, 0.3], "weights": [1.0, 1.5], "bias": 0.0}}))
+    graph = build_graph(settings={"backend": "offline", "verifier": f"openai:{MODEL}", "verifier_url": server,
+                                  "calibration": str(calibration), "llm_timeout": 600, "run_timeout": 3600})
+    result = graph.invoke({"question": "How many days do I have to return an item?"})
+    [step] = [s for s in result["trace"] if s["node"] == "verify"]
+    assert "error" not in step, step
+    assert 0.0 <= step["score"] <= 1.0 and step["reply"]
+    assert result["llm_calls"] == 1 and result["tokens"] > 0  # the verifier's one call, as the server counted it
+    explained = result["confidence_explanation"]
+    assert explained["signals"]["verifier"] == pytest.approx(step["score"], abs=1e-4)
+    assert explained["contributions"]["verifier"] == pytest.approx(1.5 * (step["score"] - 0.5) / 0.3, abs=1e-3)
+    fitted = load(calibration)
+    assert result["confidence"] == pytest.approx(sigmoid(fitted.bias + sum(explained["contributions"].values())),
+                                                 abs=1e-3)

@@ -80,8 +80,13 @@ def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
     from selfcrag.quality.calibration import Calibrator, unmeasured
 
     failed = {**RUN, "trace": [*RUN["trace"], {"node": "grade_answer", "error": "TimeoutError", "violations": 0}]}
-    assert unmeasured(failed) == {"answer_relevance"}  # type: ignore[arg-type]
-    assert unmeasured(RUN) == frozenset()  # type: ignore[arg-type]
+    # `verifier` too: no local verifier measured a draft in these runs (it is off by default)
+    assert unmeasured(failed) == {"answer_relevance", "verifier"}  # type: ignore[arg-type]
+    assert unmeasured(RUN) == {"verifier"}  # type: ignore[arg-type]
+    verified = {**RUN, "trace": [*RUN["trace"], {"node": "verify", "score": 0.9, "verified": "Paris [doc_1]"}]}
+    assert unmeasured(verified, "Paris") == {"verifier"}  # type: ignore[arg-type]  # another draft than this
+    verified["trace"][-1]["verified"] = "Paris"
+    assert unmeasured(verified, "Paris [doc_1]") == frozenset()  # type: ignore[arg-type]
     model = Calibrator(("answer_relevance", "retrieval_margin"), (0.8, 0.3), (0.2, 0.2), (1.0, 0.5), bias=0.0)
     values = {"answer_relevance": 0.7, "retrieval_margin": 0.5}  # 0.7: the fail-open placeholder, below the mean
     assert model.contributions(values)["answer_relevance"] == -0.5

@@ -176,12 +176,12 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
 def run_settings(systems: Systems, baseline: bool, info: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run must share with the run it continues, or its records would mix two measurements: the
     question file's hash (`info["questions_sha256"]`, which `selfcrag eval` sets), the backend and its models, the
-    domain and risk, and the baseline. The index path, the machine and the commit may differ. The offline backend
-    names no models: the model settings it ignores must not refuse a resume."""
+    domain and risk, the local verifier, and the baseline. The index path, the machine and the commit may differ.
+    The offline backend names no models: the model settings it ignores must not refuse a resume."""
     settings, model = systems.settings, systems.backend == "model"
     return {"questions_sha256": info.get("questions_sha256"), "backend": systems.backend,
             "generator_model": settings.generator_model if model else "",
-            "grader_model": settings.grader_model if model else "",
+            "grader_model": settings.grader_model if model else "", "verifier": settings.verifier,
             "domain": settings.domain, "risk": settings.risk, "baseline": "plain" if baseline else ""}  # fmt: skip
 
 

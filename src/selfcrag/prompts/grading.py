@@ -8,6 +8,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Passage, Strip
 from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_blocks
+from selfcrag.prompts.tokens import truncate
 
 RELEVANCE = "grade_documents/1"
 REFINE = "refine/1"
@@ -15,6 +16,10 @@ GROUNDEDNESS = "check_hallucination/2"
 ANSWER = "grade_answer/3"
 REWRITE = "rewrite_query/1"
 REWRITE_WEB = "rewrite_query_web/1"
+VERIFY = "verify/1"
+# Of the cited passage shown to the verifier, the draft's own strip first: a local model's cost is its prompt (the
+# 1.5B read 12-18 tokens a second on one shared core, ~15 s for a 250-token passage).
+VERIFY_PASSAGE_TOKENS = 160
 
 _LABELS = """- correct: it states information that answers the question, or part of it
 - ambiguous: on the question's topic, but it does not clearly answer it
@@ -99,3 +104,15 @@ def rewrite_web(question: str) -> list[BaseMessage]:
     system = """You turn a question into a web search query: at most 8 keywords, names and identifiers first, \
 no filler words."""
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}")]
+
+
+def verify(question: str, answer: str, passage: str, title: str = "") -> list[BaseMessage]:
+    """The local verifier's one question, answered by its first token (Yes or No). The system prompt comes first
+    and is the same for every call, so the server's prompt cache keeps it; the passage, the question and the answer
+    follow, the question last but one so a small model reads it just before it answers."""
+    system = f"""You check answers found by a search system. Reply with one word, Yes or No: does the passage \
+answer the question, and is the proposed answer what it says?
+{DATA_NOTICE.format(tag="passage")}"""
+    shown = block("passage", "p1", truncate(passage, VERIFY_PASSAGE_TOKENS), title)
+    return [SystemMessage(system), HumanMessage(f"{shown}\n\nQuestion: {question.strip()}\n"
+                                                f"Proposed answer: {answer.strip()}\nYes or No?")]

@@ -58,6 +58,17 @@ class Run:
         return "\n".join(s["text"] for s in strips if s["doc_id"] in cited) or "\n".join(s["text"] for s in strips)
 
 
+def _verified(run: Run) -> float | None:
+    """The local verifier's P(yes) for this run's draft (nodes/verify.py); None when it did not measure this draft
+    (off, a fault, or another draft than the one it was asked about)."""
+    steps = run.steps("verify")
+    step = steps[-1] if steps else {}
+    score = step.get("score")
+    if step.get("error") or not isinstance(score, int | float) or step.get("verified") != run.answer:
+        return None
+    return float(score)
+
+
 def _first_scores(run: Run) -> list[float]:
     return sorted((float(p["score"]) for p in run.first("retrieve", "passages")), reverse=True)
 
@@ -172,6 +183,9 @@ FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
     "constraint_violations": (-1, lambda r: _last_grade(r, "violations", 0.0)),  # about another entity or qualifier
     "declined": (-1, lambda r: float(any(s.get("decision") == "no answer" for s in r.steps("generate")))),
     "regenerations": (-1, lambda r: float(max(0, len(r.steps("generate")) - 1))),
+    # The local verifier's P(the cited passage answers the question with this draft): only with it on, and only in a
+    # file fitted with it on (data/calibration/offline_verifier.json); unmeasured otherwise (`unmeasured`).
+    "verifier": (+1, lambda r: _verified(r) or 0.0),
 }
 
 # Features computed by the same code whichever backend grades: retrieval, and pure text checks of the question, the
@@ -197,12 +211,16 @@ GRADED_BY = {"answer_relevance": "grade_answer", "groundedness": "check_hallucin
              "grade_correct_share": "grade_documents", "grade_margin": "grade_documents"}
 
 
-def unmeasured(state: State) -> frozenset[str]:
-    """The features whose grader failed in this run (see GRADED_BY)."""
+def unmeasured(state: State, draft: str = "") -> frozenset[str]:
+    """The features whose grader failed in this run (see GRADED_BY), and `verifier` unless the local verifier
+    measured `draft`."""
     last: dict[str, dict[str, Any]] = {}
     for step in state.get("trace") or []:
         last[str(step.get("node"))] = dict(step)
-    return frozenset(name for name, node in GRADED_BY.items() if last.get(node, {}).get("error"))
+    failed = {name for name, node in GRADED_BY.items() if last.get(node, {}).get("error")}
+    if _verified(Run(state, strip_citations(draft), False)) is None:
+        failed.add("verifier")
+    return frozenset(failed)
 
 
 def features(state: State, draft: str, contradicted: bool = False) -> dict[str, float]:
@@ -240,11 +258,12 @@ def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def shipped(backend: str = "offline") -> Path:
-    """The shipped calibration for a backend; the offline fit stands in where no other was fitted."""
+def shipped(backend: str = "offline", verifier: bool = False) -> Path:
+    """The shipped calibration for a backend (with the local verifier on: its own fit, where one was made); the
+    offline fit stands in where no other was fitted."""
     folder = Path(str(resources.files("selfcrag") / "data" / "calibration"))
-    own = folder / f"{backend}.json"
-    return own if own.is_file() else folder / "offline.json"
+    names = [*([f"{backend}_verifier"] if verifier else []), backend, "offline"]
+    return next(folder / f"{n}.json" for n in names if (folder / f"{n}.json").is_file() or n == "offline")
 
 
 LARGEST_FILE = 1_000_000  # bytes; a fitted file is a few kilobytes
@@ -305,4 +324,4 @@ def for_settings(settings: Context) -> Calibrator:
         return load(settings.calibration)
 
     backend = settings.backend if settings.backend != "auto" else ("model" if model_configured() else "offline")
-    return load(shipped(backend))
+    return load(shipped(backend, verifier=bool(settings.verifier)))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 DOWN = 2  # features named as pulling confidence down
 
 
-def _used_strips(state: State) -> list[Any]:
+def used_strips(state: State) -> list[Any]:
     """The knowledge the answer cites, or all knowledge when it cites none."""
     strips = state.get("knowledge") or []
     cited = {c["doc_id"] for c in state.get("citations") or []}
@@ -29,7 +29,7 @@ def _used_strips(state: State) -> list[Any]:
 
 
 def context_relevance(state: State) -> float:
-    used = [s["score"] for s in _used_strips(state)]
+    used = [s["score"] for s in used_strips(state)]
     return round(max(used), 4) if used else 0.0
 
 
@@ -58,7 +58,7 @@ def confidence(state: State, draft: str, contradicted: bool, settings: Context) 
     can be right, so 0."""
     model, fault = calibrator(settings)
     values = features(state, draft, contradicted)
-    pushes = model.contributions(values, unmeasured(state))  # a failed grader's placeholder pushes nothing
+    pushes = model.contributions(values, unmeasured(state, draft))  # a failed grader's placeholder pushes nothing
     value = round(sigmoid(model.bias + sum(pushes.values())), 4) if draft else 0.0
     down = [name for name, push in sorted(pushes.items(), key=lambda item: item[1]) if push < 0][:DOWN]
     summary = f"confidence {value:.2f} (probability the answer is right)"
