@@ -54,7 +54,7 @@ def test_a_verdict_whose_missing_reads_back_the_instructions_is_not_taken():
     right = "The monthly plan costs $120 per year. [doc_1]"
     with OpenAIServer(lambda request: Reply.json(echo)) as server:
         grade = grader_for(server).grade(QUESTION, right, Context())
-    assert grade.error == "no verdict: the reply repeats the grader's instructions"
+    assert grade.error == "verdict not taken: its 'missing' repeats the grader's instructions"
     assert grade.useful and grade.score == Context().thresholds().answer_relevance  # fails open, as on a fault
     assert "different one" not in grade.missing  # never fed to the query rewrite or shown in an abstention
     with OpenAIServer(lambda request: Reply.json(said)) as server:  # a verdict in its own words stands

@@ -61,7 +61,7 @@ class LLMAnswerGrader:
         rule_missing = [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
         error = reply.error
         if reply.value is not None and repeated_share(reply.value.missing, str(prompt[0].content)) >= ECHO_SHARE:
-            error = "no verdict: the reply repeats the grader's instructions"
+            error = "verdict not taken: its 'missing' repeats the grader's instructions"
         if reply.value is None or error:
             useful = not swapped  # fails open, except on what the rule found
             return AnswerGrade(score=settings.thresholds().answer_relevance * (1.0 if useful else 0.5), useful=useful,
