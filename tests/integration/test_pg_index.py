@@ -87,9 +87,9 @@ class Reads:
 
     def execute(self, sql: str, params=None):  # noqa: ANN001, ANN201
         result = self.conn.execute(sql, params)
-        if sql is pg_keywords._HEADS:  # each term's count of postings read, then chunks
+        if sql is pg_keywords._HEADS:  # each term's count of postings read, then the verdict and chunks
             rows = result.fetchall()
-            self.postings += sum(int(value) for _, chunk, value, _, _ in rows if chunk is None)
+            self.postings += sum(int(value) for term, _, value, _ in rows if term is not None)
             return ListResult(rows)
         return result
 

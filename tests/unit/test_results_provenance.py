@@ -15,8 +15,9 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULTS = BENCHMARKS / "results"
 FIELDS = ("commit", "dirty", "command")
-# Scripts that write no results file of their own: shared helpers, and squad_offline.py, which runs eval_datasets.py.
-HELPERS = {"data_files.py", "provenance.py", "squad_offline.py"}
+# Scripts that write no results file of their own: shared helpers, pg_cluster.py (starts and stops the kept
+# PostgreSQL that pg_retrieval_scale.py --url measures), and squad_offline.py, which runs eval_datasets.py.
+HELPERS = {"data_files.py", "pg_cluster.py", "provenance.py", "squad_offline.py"}
 
 
 def records(path: Path) -> list[dict]:

@@ -195,11 +195,11 @@ class PgIndex:
             qvec = np.array(query_vector(self.embedder, query), dtype=np.float32)
             qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
         with self.snapshot() as conn:
-            size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
+            scorer = pg_keywords.Scorer(conn, terms)
+            size = scorer.chunks
             depth = min(size, CANDIDATES_PER_K * settings.k)
             if depth == 0:
                 return []
-            scorer = pg_keywords.Scorer(conn, terms)
             weights: dict[int, dict[str, float]] = {}  # the keyword search's lookups serve the candidates too
             ranked = pg_keywords.top(conn, scorer, depth, weights)
             found = _vector_top(conn, qvec, depth, size, settings) if qvec is not None else []
