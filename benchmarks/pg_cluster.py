@@ -13,6 +13,7 @@ Then `pg_retrieval_scale.py --url URL --sizes 1000000` reuses a database that al
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -54,7 +55,11 @@ def stop(root: Path) -> None:
 
 
 def main() -> int:
-    action, root = sys.argv[1], Path(sys.argv[2]).resolve()
+    cli = argparse.ArgumentParser(description="Start, stop or name a kept PostgreSQL + pgvector benchmark cluster.")
+    cli.add_argument("action", choices=("start", "stop", "url"))
+    cli.add_argument("root", type=Path, help="the cluster's directory (its data/ and socket live there)")
+    args = cli.parse_args()
+    action, root = args.action, args.root.resolve()
     if action == "start":
         start(root)
     elif action == "stop":

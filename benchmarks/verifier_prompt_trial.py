@@ -10,6 +10,7 @@ Writes benchmarks/results/verifier/prompt_trial.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -30,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     from selfcrag.evaluation.metrics import auroc
     from selfcrag.evaluation.questions import contains_gold
 
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    cli = argparse.ArgumentParser(description="Two verifier prompts compared from their calibration_fit.py records.")
+    cli.add_argument("records", type=Path, nargs="+", help="calibration_fit.py --records files, one per prompt")
+    paths = cli.parse_args(argv).records
     runs = [drafts(p) for p in paths]
     shared = set.intersection(*(set(run) for run in runs))
     prompts = []

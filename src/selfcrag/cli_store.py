@@ -13,7 +13,8 @@ from typing import Any
 
 from selfcrag.terminal import operator_flags, render, thread_graph
 
-SHARED = ("index", "embeddings", "model", "domain", "risk", "review")  # chat takes ask's operator and run options
+# chat takes ask's operator and run options
+SHARED = ("index", "embeddings", "model", "verifier", "verifier_url", "domain", "risk", "review")
 
 
 def add_commands(sub: Any, ask: argparse.ArgumentParser) -> None:
