@@ -31,20 +31,26 @@ def with_probabilities(model: BaseChatModel) -> BaseChatModel:
     return model.model_copy(update={"logprobs": True, "top_logprobs": TOP_TOKENS})
 
 
+def first_token_options(message: Any) -> list[tuple[str, float, int | None]]:
+    """The first token's top alternatives the server reported, as (token, probability, token id or None); empty when
+    the reply carries no probabilities."""
+    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs") or {}
+    content = logprobs.get("content") or []
+    options = (content[0].get("top_logprobs") or []) if content else []
+    return [(str(o.get("token", "")), math.exp(float(o.get("logprob", -math.inf))),
+             o["id"] if isinstance(o.get("id"), int) else None) for o in options]  # fmt: skip
+
+
 def doubted_decline(message: Any) -> dict[int, int] | None:
     """The logit_bias that bans a doubted decline's first tokens; None when the decline stands (no probabilities,
     no token ids, or the model put at least DOUBTED_BELOW of its first token on declining)."""
-    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs") or {}
-    content = logprobs.get("content") or []
-    if not content:
-        return None
     share, ids = 0.0, []
-    for option in content[0].get("top_logprobs") or []:
-        word = str(option.get("token", "")).strip().lower()
+    for token, probability, token_id in first_token_options(message):
+        word = token.strip().lower()
         if len(word) >= 2 and any(marker.startswith(word) for marker in DECLINE_WORDS):
-            share += math.exp(float(option.get("logprob", -math.inf)))
-            if isinstance(option.get("id"), int):
-                ids.append(option["id"])
+            share += probability
+            if token_id is not None:
+                ids.append(token_id)
     if share >= DOUBTED_BELOW or not ids:
         return None
     return dict.fromkeys(ids, BAN)

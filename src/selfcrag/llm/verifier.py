@@ -11,14 +11,13 @@ of 100 unanswerable SQuAD questions), so the score is never a decision by itself
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 from selfcrag.contract import Strip, Verification
 from selfcrag.llm.calls import call
-from selfcrag.llm.declines import with_probabilities
+from selfcrag.llm.declines import first_token_options, with_probabilities
 from selfcrag.llm.models import chat_model, with_max_tokens
 from selfcrag.llm.structured import text_of, usage_tokens
 from selfcrag.prompts import grading as prompts
@@ -83,13 +82,11 @@ def _word(token: str) -> str:
 def yes_probability(message: Any) -> float | None:
     """P(yes) / (P(yes) + P(no)) over the first token's top alternatives when the server reported them and they
     hold either word; else 1 or 0 for a reply that starts with Yes or No; else None (unmeasured)."""
-    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs") or {}
-    content = logprobs.get("content") or []
     shares = dict.fromkeys(ANSWERS, 0.0)
-    for option in (content[0].get("top_logprobs") or []) if content else []:
-        word = _word(str(option.get("token", "")))
+    for token, probability, _ in first_token_options(message):
+        word = _word(token)
         if word in shares:
-            shares[word] += math.exp(float(option.get("logprob", -math.inf)))
+            shares[word] += probability
     if sum(shares.values()) > 0:
         return round(shares["yes"] / sum(shares.values()), 4)
     words = text_of(message).split()
