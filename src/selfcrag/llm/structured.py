@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 METHODS = ("json_schema", "function_calling", "json_mode", "prompt")
 T = TypeVar("T", bound=BaseModel)
 
+# Grader calls are not part of the answer: their config keeps them out of stream_mode="messages".
+NOT_STREAMED: dict[str, Any] = {"tags": [TAG_NOSTREAM]}
+
 
 # --- lenient field types ---------------------------------------------------------------------------------------
 
@@ -96,8 +99,7 @@ def ask_many(models: ChatModels, model: BaseChatModel, schema: type[T], conversa
         except (NotImplementedError, ValueError, TypeError) as exc:  # this model class has no such method
             failure = describe(exc)
             continue
-        # Grader calls are not part of the answer: keep them out of stream_mode="messages".
-        config: Any = {"tags": [TAG_NOSTREAM]}
+        config: Any = NOT_STREAMED
         asked = conversations if method in ("json_schema", "function_calling") else [
             _with_schema(messages, json_schema) for messages in conversations]  # fmt: skip
         outcomes = call_all(runnable, asked, settings, config)

@@ -19,7 +19,7 @@ from selfcrag.contract import Strip, Verification
 from selfcrag.llm.calls import call
 from selfcrag.llm.declines import first_token_options, with_probabilities
 from selfcrag.llm.models import chat_model, with_max_tokens
-from selfcrag.llm.structured import text_of, usage_tokens
+from selfcrag.llm.structured import NOT_STREAMED, text_of, usage_tokens
 from selfcrag.prompts import grading as prompts
 from selfcrag.text.terms import strip_citations
 
@@ -58,7 +58,7 @@ class ModelVerifier:
         best = sorted(strips, key=lambda s: (-_overlap(text, s["text"]), -float(s["score"])))
         passage = "\n".join(s["text"] for s in best)
         messages = prompts.verify(question, text, passage, best[0]["title"] if best else "")
-        outcome = call(self.model(settings), messages, settings)
+        outcome = call(self.model(settings), messages, settings, NOT_STREAMED)
         if outcome.error is not None:
             return Verification(score=None, llm_calls=outcome.calls, prompt=prompts.VERIFY, error=outcome.reason)
         message = outcome.output
