@@ -40,13 +40,12 @@ from selfcrag.contract import Turn
 from selfcrag.errors import FakeModelError
 from selfcrag.offline.contextualize import carry_subject
 from selfcrag.offline.router import nothing_to_look_up
-from selfcrag.prompts.grading import ANSWER_ASKS
 from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import split_sentences
 
 # The reply schema's title -> the role (the pydantic models of llm/).
 ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoice": "refine",
-         "StatementCheck": "groundedness", "SearchQuery": "rewrite",
+         "StatementCheck": "groundedness", "AnswerVerdict": "answer_grade", "SearchQuery": "rewrite",
          "StandaloneQuestion": "contextualize", "QuestionRoute": "route"}  # fmt: skip
 _SCHEMA_TITLE = re.compile(r'matching this JSON schema: \{"title":\s*"(\w+)"')
 _BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
@@ -80,9 +79,7 @@ class FakeChatModel(BaseChatModel):
         system = "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage))
         user = str(next((m.content for m in reversed(messages) if isinstance(m, HumanMessage)), ""))
         title = _SCHEMA_TITLE.search(system)
-        # The answer grade asks for a word in plain text (no schema): its prompt ends with the words it may start with.
-        text_role = "answer_grade" if user.rstrip().endswith(ANSWER_ASKS) else "answer"
-        role = ROLES.get(title.group(1), title.group(1)) if title else text_role
+        role = ROLES.get(title.group(1), title.group(1)) if title else "answer"
         self.calls.append(role)
         if role in self.fail:
             raise FakeModelError(f"scripted fault of the {role} call")
@@ -106,10 +103,8 @@ class FakeChatModel(BaseChatModel):
             statements = [re.sub(r"\s*\[doc_\d+\]", "", s) for s in split_sentences(answer)]
             return {"statements": [{"text": s, "reason": "checked", "verdict": "unsupported" if any(
                 u in s for u in self.unsupported) else "grounded"} for s in statements]}  # fmt: skip
-        if role == "answer_grade":  # the usefulness as the grader's verdict word
-            if self.usefulness >= 0.75:
-                return "Yes"
-            return "Partly: the rest of what was asked" if self.usefulness >= 0.4 else "No: what was asked"
+        if role == "answer_grade":
+            return {"score": self.usefulness, "missing": "", "reason": "graded by rule"}
         if role == "rewrite":
             return {"query": " ".join(w for w in re.findall(r"\w+", question) if len(w) > 3), "reason": "keywords"}
         if role == "route":  # the offline rule: conversation is answered directly, everything else retrieves

@@ -25,7 +25,7 @@ from selfcrag.web_search import TavilyWebSearch
 
 QUESTION = "How many days do I have to return an item?"
 GENERATE = "You answer questions using only the evidence"
-GRADES, CHECK, ANSWER_GRADE = "Grade every passage", "statement by statement", "whether an answer addresses its question"
+GRADES, CHECK, ANSWER_GRADE = "Grade every passage", "statement by statement", "grade whether an answer"
 ROUTE = "You route a user's message"
 
 

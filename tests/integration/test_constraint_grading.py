@@ -28,8 +28,8 @@ def test_the_prompt_asks_about_the_constraints_and_the_rule_overrules_a_model_th
         grader = grader_for(server)
         grade = grader.grade(QUESTION, SWAPPED, Context())
         kept = grader.grade(QUESTION, "The monthly plan costs $120 per year. [doc_1]", Context())
-    system = server.asking("whether an answer addresses its question")[0].system
-    assert "another person, place, thing, year or number" in system and grading.ANSWER == "grade_answer/4"
+    system = server.asking("grade whether an answer")[0].system
+    assert "same entity" in system and "same qualifier" in system and grading.ANSWER == "grade_answer/3"
     assert not grade.useful and grade.violations == 1 and grade.llm_calls == 1
     assert 'asks about "monthly plan"; the answer says "annual plan"' in grade.missing
     assert "rule: the question asks about 'monthly plan'" in grade.reason
@@ -46,20 +46,17 @@ def test_a_failed_grader_model_fails_open_except_on_what_the_rule_found():
     assert kept.error and kept.useful  # fails open
 
 
-def test_what_is_missing_is_not_passed_on_when_it_reads_back_the_instructions_but_the_verdict_stands():
-    # What a 0.5B model wrote into `missing`: its instructions' own words, not a reading of this answer.
-    echo = "No: what the question asks that the answer does not give, in a few words"
+def test_a_verdict_whose_missing_reads_back_the_instructions_is_not_taken():
+    # What a 0.5B model replied to a right answer: its instructions' description of a wrong one, and score 0.0.
+    echo = {"score": 0.0, "reason": "different",
+            "missing": "The question asks about a different one, the answer is about a different one."}
+    said = {"score": 0.0, "reason": "no plan price", "missing": "the price of the monthly plan per year"}
     right = "The monthly plan costs $120 per year. [doc_1]"
-    with OpenAIServer(lambda request: Reply.content(echo)) as server:
+    with OpenAIServer(lambda request: Reply.json(echo)) as server:
         grade = grader_for(server).grade(QUESTION, right, Context())
-    assert not grade.error and not grade.useful and grade.score == 0.0  # the verdict word was read before the echo
-    assert grade.missing == "" and "repeats the grader's instructions" in grade.reason  # never fed to the rewrite
-    with OpenAIServer(lambda request: Reply.content("Partly: the price per year")) as server:
+    assert grade.error == "verdict not taken: its 'missing' repeats the grader's instructions"
+    assert grade.useful and grade.score == Context().thresholds().answer_relevance  # fails open, as on a fault
+    assert "different one" not in grade.missing  # never fed to the query rewrite or shown in an abstention
+    with OpenAIServer(lambda request: Reply.json(said)) as server:  # a verdict in its own words stands
         kept = grader_for(server).grade(QUESTION, right, Context())
-    assert not kept.error and not kept.useful and kept.score == 0.5 and kept.missing == "the price per year"
-
-
-def test_a_reply_without_a_verdict_word_is_a_parse_failure_and_fails_open():
-    with OpenAIServer(lambda request: Reply.content("The answer gives the monthly price.")) as server:
-        grade = grader_for(server).grade(QUESTION, "The monthly plan costs $120 per year. [doc_1]", Context())
-    assert grade.error.startswith("no verdict") and grade.useful and grade.llm_calls == 1
+    assert not kept.error and not kept.useful and kept.missing == "the price of the monthly plan per year"

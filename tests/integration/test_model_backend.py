@@ -28,7 +28,7 @@ from selfcrag.backend import model_components
 from selfcrag.contract import Passage
 
 GRADES, ONE_GRADE = "Grade every passage", "Grade the passage"
-CHECK, ANSWER_GRADE = "statement by statement", "whether an answer addresses its question"
+CHECK, ANSWER_GRADE = "statement by statement", "grade whether an answer"
 REWRITE, WEB_REWRITE = "search queries for a knowledge base", "web search query"
 GENERATE = "You answer questions using only the evidence"
 ROUTE = "You route a user's message"
@@ -152,7 +152,7 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {"route_question/1",
-        "grade_documents/1 (batch)", "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/4"}
+        "grade_documents/1 (batch)", "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/3"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------
@@ -345,8 +345,7 @@ def test_a_server_without_json_schema_gets_function_calling_and_it_is_remembered
     with served(Plausible().responder(), methods=("function_calling",)) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     structured = [r.method for r in server.requests if r.method != "text"]
-    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling"]  # the answer
-    # grade asks for a word in plain text: no structured output
+    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling", "function_calling"]
     assert [r.status for r in server.requests if r.method == "json_schema"] == [400]
     assert result["decision"] == "answer" and not errors(result)
     assert result["llm_calls"] == len(server.requests)  # the rejected probe counts as a call
@@ -381,8 +380,7 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
         if GENERATE in request.system:  # in its own words: a sentence copied from the evidence needs no model check
             return Reply.content("You have about a month to send an item back [doc_1].")
         said = model(request.system, request.user)
-        garbage = not isinstance(said, str) or ANSWER_GRADE in request.system  # the grade's verdict is text too
-        return Reply.content("I'm sorry, I can't help with that." if garbage else said)
+        return Reply.content(said if isinstance(said, str) else "I'm sorry, I can't help with that.")
 
     with served(respond) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"},

@@ -23,7 +23,7 @@ from selfcrag.backend import model_components
 
 QUESTION = "How many days do I have to return an item?"
 GRADES, GENERATE = "Grade every passage", "You answer questions using only the evidence"
-CHECK, ANSWER_GRADE = "statement by statement", "whether an answer addresses its question"
+CHECK, ANSWER_GRADE = "statement by statement", "grade whether an answer"
 ROUTE = "You route a user's message"  # the route comes first: one round trip before retrieval
 
 

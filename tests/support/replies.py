@@ -69,10 +69,8 @@ class Plausible:
             statements = [re.sub(r"\s*\[doc_\d+\]", "", s) for s in split_sentences(answer)]
             return {"statements": [{"text": s, "verdict": self._verdict_on(s), "reason": "checked"}
                                    for s in statements]}  # fmt: skip
-        if "whether an answer addresses its question" in system:  # a verdict word first, in plain text
-            if self.usefulness >= 0.75:
-                return "Yes"
-            return "Partly: the rest of what was asked" if self.usefulness >= 0.4 else "No: what the question asks"
+        if "grade whether an answer" in system:
+            return {"score": self.usefulness, "missing": "", "reason": "answers the question"}
         if "web search query" in system:
             return {"query": " ".join(w for w in re.findall(r"\w+", question) if len(w) > 3)[:60], "reason": "keywords"}
         if "search queries for a knowledge base" in system:

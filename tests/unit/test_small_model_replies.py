@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from selfcrag.context import Context
 from selfcrag.contract import Strip
-from selfcrag.llm.answer_grade import MISSING_CHARS, said_missing, verdict_score
+from selfcrag.llm.answer_grade import MISSING_CHARS, REASON_CHARS, AnswerVerdict
 from selfcrag.llm.declines import doubted_decline
 from selfcrag.llm.generator import draft_from
 from selfcrag.llm.relevance import keyed_grades
@@ -90,26 +90,7 @@ def test_the_prompts_evidence_markup_pasted_back_becomes_that_documents_text_cit
         "Focus:")[1]  # the local focus no longer invites "The most relevant evidence is:"
 
 
-def reply(text: str, top: dict[str, float] | None = None) -> AIMessage:
-    """A reply as ChatOpenAI returns it, with the first token's top alternatives when `top` is given."""
-    options = [{"token": token, "logprob": math.log(p), "id": i} for i, (token, p) in enumerate((top or {}).items())]
-    metadata = {"logprobs": {"content": [{"token": text.split()[0], "top_logprobs": options}]}} if top else {}
-    return AIMessage(text, response_metadata=metadata)
-
-
-def test_the_answer_grade_is_read_from_the_verdict_words_probabilities_before_the_rest_of_the_reply():
-    # A model that wrote "No" with 0.4 of its first token on it, 0.3 on Yes and 0.2 on "Part": 0.35 over the three.
-    assert verdict_score(reply("No: the year", {"No": 0.4, " Yes": 0.3, "Part": 0.2, "The": 0.1})) == pytest.approx(
-        (0.3 + 0.5 * 0.2) / 0.9)
-    assert verdict_score(reply("Partly: the year")) == 0.5  # no probabilities: the word itself
-    assert verdict_score(reply("**Yes**")) == 1.0 and verdict_score(reply("no.")) == 0.0
-    assert verdict_score(reply("The answer is about the year")) is None  # no verdict: a parse failure
-    assert verdict_score(reply("")) is None
-
-
-def test_what_the_answer_grade_says_is_missing_is_the_text_after_its_verdict_word():
-    assert said_missing("Partly: the year it was founded.") == "the year it was founded."
-    assert said_missing("No - the\nname of the river") == "the name of the river"
-    assert said_missing("No: nothing.") == "" and said_missing("Yes") == ""
-    assert len(said_missing("No: " + "x " * 300)) == MISSING_CHARS  # cut before it reaches the rewrite
-
+def test_the_answer_grades_schema_bounds_its_free_text_so_a_grammar_stops_a_rambling_field():
+    properties = compact_schema(AnswerVerdict)["properties"]
+    assert (properties["missing"]["maxLength"], properties["reason"]["maxLength"]) == (MISSING_CHARS, REASON_CHARS)
+    assert AnswerVerdict.model_validate({"score": 1, "missing": "x" * 500}).missing == "x" * 500  # read, not refused

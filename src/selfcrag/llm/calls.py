@@ -53,7 +53,7 @@ MAX_TOKENS = {
     "short_answer": 256,
     "relevance": 160,  # per passage graded: id, label, confidence and a one-sentence reason (~50 tokens)
     "groundedness": 1536,  # repeats each statement of an answer (itself <= 1024) with a verdict and a reason
-    "answer_grade": 48,  # a verdict word, then what is missing in a few words
+    "answer_grade": 256,  # a score, what is missing, one reason
     "rewrite": 200,  # one query and one reason
     "route": 100,  # one route name and a few words of reason
     "refine": 1024,  # id and score of each strip kept (~15 tokens) out of a few dozen candidates

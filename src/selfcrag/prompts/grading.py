@@ -13,11 +13,10 @@ from selfcrag.prompts.tokens import truncate
 RELEVANCE = "grade_documents/1"
 REFINE = "refine/1"
 GROUNDEDNESS = "check_hallucination/2"
-ANSWER = "grade_answer/4"
+ANSWER = "grade_answer/3"
 REWRITE = "rewrite_query/1"
 REWRITE_WEB = "rewrite_query_web/1"
 VERIFY = "verify/1"
-ANSWER_ASKS = "Yes, Partly or No?"  # the answer grade's last line: its reply starts with one of these words
 # Of the cited passage shown to the verifier, the draft's own strip first: a local model's cost is its prompt (the
 # 1.5B read 12-18 tokens a second on one shared core, ~15 s for a 250-token passage).
 VERIFY_PASSAGE_TOKENS = 160
@@ -72,18 +71,20 @@ statement that gives instructions (to the reader, the user or an assistant) inst
 
 
 def answer_grade(question: str, answer: str) -> list[BaseMessage]:
-    """Version 4 asks for a verdict word first (Yes, Partly or No), then what is missing after a colon, in plain
-    text: the score is read from the first token's probabilities, before the model writes anything else. Versions
-    1-3 asked for JSON (score, missing, reason); a 0.5B model wrote the prompt's own description of a wrong answer
-    into `missing` and scored 0.0 from it (29% of its grades on SQuAD tuning questions), and `missing` feeds the
-    query rewrite. Version 2 asked about the question's constraints with an example, which the model copied."""
-    system = f"""You check whether an answer addresses its question (not whether it is true). Start your reply \
-with one word: Yes if the answer gives what the question asks; Partly if it gives only some of it; No if it does \
-not, or if it is about another person, place, thing, year or number than the one the question asks about. After \
-Partly or No, add a colon and what the question asks that the answer does not give, in a few words.
+    """Version 2 asks about the question's constraints explicitly: an answer about another entity, year, number,
+    product or qualifier than the one asked answers another question (quality/constraints.py checks the same).
+    Version 3 gives no example phrases: a 0.5B model wrote version 2's example ("asks about the monthly plan; the
+    answer is about the annual plan") into `missing` for questions about other things, and `missing` feeds the
+    query rewrite."""
+    system = f"""You grade whether an answer addresses its question (not whether it is true): score 1.0 fully, \
+0.5 in part, 0.0 not at all; missing: what the question asks that the answer does not give ("" if nothing); \
+a reason in a few words.
+Check the question's constraints first: is the answer about the same entity (person, place, organisation, \
+product), the same year, date or number, and the same qualifier as the question asks? An answer about a \
+different one does not address the question: score 0.0, and say in missing which one the question asks about \
+and which one the answer is about.
 {DATA_NOTICE.format(tag="answer")}"""
-    shown = block("answer", "answer", answer)
-    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}\n\n{ANSWER_ASKS}")]
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{block('answer', 'answer', answer)}")]
 
 
 def rewrite(question: str, query: str, evidence: list[Strip], feedback: str) -> list[BaseMessage]:
