@@ -115,6 +115,13 @@ def test_the_score_reaches_the_confidence(tmp_path: Path) -> None:
     assert '<passage id="p1"' in sure.prompts[0] and ANSWERABLE in sure.prompts[0]
 
 
+def test_the_verifiers_reply_is_not_streamed_as_part_of_the_answer() -> None:
+    model = Verifying(prompts=[])
+    chunks = list(graph(model, verifier="local:test").stream({"question": ANSWERABLE}, stream_mode="messages"))
+    assert model.prompts  # it was asked
+    assert "verify" not in {metadata["langgraph_node"] for _, metadata in chunks}  # its "Yes" is no answer token
+
+
 def test_a_run_without_a_draft_skips_the_verifier() -> None:
     model = Verifying(prompts=[])
     result = graph(model, verifier="local:test").invoke({"question": UNANSWERABLE})
