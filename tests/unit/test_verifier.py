@@ -17,7 +17,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from selfcrag import build_graph
 from selfcrag.backend import offline_components
 from selfcrag.errors import SettingsError
-from selfcrag.llm.verifier import ModelVerifier, yes_probability
+from selfcrag.llm.verifier import ModelVerifier, passages, yes_probability
 from selfcrag.quality.calibration import shipped
 
 ANSWERABLE = "How many days do I have to return an item?"
@@ -90,6 +90,21 @@ def graph(model: Verifying | None, **settings: Any) -> Any:
 
 def steps(result: dict[str, Any], node: str) -> list[dict[str, Any]]:
     return [s for s in result["trace"] if s["node"] == node]
+
+
+def strip(doc: str, text: str, score: float) -> dict[str, Any]:
+    return {"id": f"{doc}#0", "doc_id": doc, "title": doc.title(), "source": f"{doc}.md", "text": text, "score": score}
+
+
+def test_the_verifier_reads_the_drafts_own_document_then_the_best_other_one() -> None:
+    draft = "Arthur's Magazine was started in 1844"
+    strips = [strip("first", "First for Women is a magazine started in 1989.", 0.9),
+              strip("arthur", "Arthur's Magazine was started in 1844 in Philadelphia.", 0.7),
+              strip("other", "An unrelated passage.", 0.2)]  # fmt: skip
+    assert passages(draft, strips) == [("Arthur", "Arthur's Magazine was started in 1844 in Philadelphia."),
+                                       ("First", "First for Women is a magazine started in 1989.")]  # fmt: skip
+    assert passages(draft, strips[1:2]) == [("Arthur", "Arthur's Magazine was started in 1844 in Philadelphia.")]
+    assert passages(draft, []) == []
 
 
 def test_off_by_default_no_step_and_no_call() -> None:

@@ -54,10 +54,7 @@ class ModelVerifier:
 
     def verify(self, question: str, answer: str, strips: list[Strip], settings: Context) -> Verification:
         text = strip_citations(answer)
-        # The passage is cut to a budget: the strips that hold the draft's words first, then the most relevant.
-        best = sorted(strips, key=lambda s: (-_overlap(text, s["text"]), -float(s["score"])))
-        passage = "\n".join(s["text"] for s in best)
-        messages = prompts.verify(question, text, passage, best[0]["title"] if best else "")
+        messages = prompts.verify(question, text, passages(text, strips))
         outcome = call(self.model(settings), messages, settings, NOT_STREAMED)
         if outcome.error is not None:
             return Verification(score=None, llm_calls=outcome.calls, prompt=prompts.VERIFY, error=outcome.reason)
@@ -67,6 +64,29 @@ class ModelVerifier:
         error = "" if score is not None else f"no Yes or No in the verifier's reply ({reply!r})"
         return Verification(score=score, reply=reply, llm_calls=outcome.calls, prompt=prompts.VERIFY,
                             tokens=usage_tokens(message, messages), error=error)  # fmt: skip
+
+
+def passages(answer: str, strips: list[Strip]) -> list[tuple[str, str]]:
+    """(title, text) of the document that holds the draft's words best (its own, for an extractive draft), its
+    strips in that order, then of the best-scored other document, if the run kept one."""
+    documents: dict[str, list[Strip]] = {}
+    for strip in strips:
+        documents.setdefault(strip["doc_id"], []).append(strip)
+    if not documents:
+        return []
+
+    def best(doc: list[Strip]) -> float:
+        return max(float(s["score"]) for s in doc)
+
+    own = max(documents.values(), key=lambda doc: (max(_overlap(answer, s["text"]) for s in doc), best(doc)))
+    own = sorted(own, key=lambda s: (-_overlap(answer, s["text"]), -float(s["score"])))
+    shown = [(own[0]["title"], "\n".join(s["text"] for s in own))]
+    others = [doc for doc in documents.values() if doc[0]["doc_id"] != own[0]["doc_id"]]
+    if others:
+        runner_up: list[Strip] = max(others, key=best)
+        other = sorted(runner_up, key=lambda s: -float(s["score"]))
+        shown.append((other[0]["title"], "\n".join(s["text"] for s in other)))
+    return shown
 
 
 def _overlap(answer: str, text: str) -> float:

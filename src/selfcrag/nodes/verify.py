@@ -1,7 +1,8 @@
-"""The local verifier's step (optional, off by default): asks the `verifier` model whether the passage the draft to
-show cites answers the question with it. Routing sends a run here on its way to `finalize` only when the setting
-names a model and the run kept a draft, so Studio shows the step exactly when it ran. Its score goes into the
-trace, where the calibration feature `verifier` reads it for that draft; `finalize` decides as usual."""
+"""The local verifier's step (optional, off by default): asks the `verifier` model whether the document the draft
+to show cites, with the best other document the run kept, answers the question with it. Routing sends a run here
+on its way to `finalize` only when the setting names a model and the run kept a draft, so Studio shows the step
+exactly when it ran. Its score goes into the trace, where the calibration feature `verifier` reads it for that
+draft; `finalize` decides as usual."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def make(components: Components) -> NodeFunction:
     def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         shown, _ = most_confident(state, settings)  # the draft finalize would show without the verifier
-        draft, strips = shown.get("answer") or "", used_strips(shown)
+        # The cited documents' strips first, then the rest the run kept: the verifier reads the best of those too.
+        cited = used_strips(shown)
+        draft = shown.get("answer") or ""
+        strips = cited + [s for s in shown.get("knowledge") or [] if s not in cited]
         verdict = components.verifier.verify(state["question"], draft, strips, settings)
         if verdict.score is None:
             reason = f"verifier unmeasured ({verdict.error}); the run decides as without it"
