@@ -102,6 +102,9 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     file.write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions), encoding="utf-8")
     operator, _ = _questions_index(argparse.Namespace(index=str(index_dir(corpus)), corpus=str(corpus), model=model,
                                                       verifier=verifier[0], verifier_url=verifier[1]))
+    # The backend this fit is for, whatever the environment holds: OPENAI_API_KEY alone would make `auto` the model
+    # backend, and an offline (or verifier) fit would be made of model-backend runs.
+    operator["backend"] = "model" if model else "offline"
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
     asked = {q["id"] for q in loaded}  # a smaller rerun fits exactly its own questions

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -214,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     from selfcrag.cli import main as selfcrag
     origin = provenance(sys.argv[1:] if argv is None else argv, __file__)  # the code as the run began
 
+    if not args.model:  # the offline results' folder holds offline runs, whatever the environment says (`auto`
+        os.environ["SELFCRAG_BACKEND"] = "offline"  # would take the model backend when OPENAI_API_KEY is set)
     work = Path(tempfile.mkdtemp(prefix="selfcrag-eval-splits-"))
     table = {}
     for name in args.sets:

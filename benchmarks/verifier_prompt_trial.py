@@ -1,5 +1,6 @@
 """Two verifier prompts compared on the tuning questions both reached, from their calibration_fit.py records: how
-well the verifier's score alone ranks right drafts above wrong ones (AUROC over the drafted questions), and how many
+well the verifier's score alone ranks right drafts above wrong ones (AUROC over the drafted questions, and per
+source: SQuAD's single-hop questions, HaluEval's multi-hop ones), and how many
 unanswerable questions' drafts it scores above 0.5. Tuning data only (SQuAD dev sample, HaluEval); no model call.
 
     .venv/bin/python benchmarks/verifier_prompt_trial.py benchmarks/results/calibration_fit_verifier_records.jsonl \\
@@ -43,8 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         right = [not r["is_impossible"] and contains_gold(r["draft"], r["answers"]) for r in rows]
         prompt = next((s.get("prompt") for r in rows for s in r.get("trace") or [] if s.get("node") == "verify"), "")
         unanswerable = [s for s, r in zip(scores, rows, strict=True) if r["is_impossible"]]
+        by_source = {}
+        for source in sorted({str(r.get("source")) for r in rows}):
+            mine = [(s, k) for s, k, r in zip(scores, right, rows, strict=True) if str(r.get("source")) == source]
+            by_source[source] = {"drafted": len(mine), "right": sum(k for _, k in mine),
+                                 "verifier_auroc": round(auroc([s for s, _ in mine], [k for _, k in mine]) or 0.0, 3)}
         prompts.append({"records": path.name, "prompt": prompt, "drafted": len(rows), "right": sum(right),
-                        "verifier_auroc": round(auroc(scores, right) or 0.0, 3),
+                        "verifier_auroc": round(auroc(scores, right) or 0.0, 3), "by_source": by_source,
                         "unanswerable_drafts": len(unanswerable),
                         "unanswerable_scored_above_half": round(sum(s > 0.5 for s in unanswerable)
                                                                 / max(1, len(unanswerable)), 2)})  # fmt: skip
