@@ -79,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps(summary))
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {"trials": {}}
-    results["trials"][grading.ANSWER] = {**summary, "graded": graded, **provenance(argv, __file__)}
+    origin = provenance(argv, __file__)
+    # Each trial names what wrote it; the file as a whole, its latest writer.
+    results = {**results, **origin, "trials": {**results["trials"], grading.ANSWER: {**summary, "graded": graded,
+                                                                                      **origin}}}  # fmt: skip
     OUT.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 

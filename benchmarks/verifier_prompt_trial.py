@@ -6,7 +6,7 @@ unanswerable questions' drafts it scores above 0.5. Tuning data only (SQuAD dev 
     .venv/bin/python benchmarks/verifier_prompt_trial.py benchmarks/results/calibration_fit_verifier_records.jsonl \\
         benchmarks/results/calibration_fit_verifier2_records.jsonl
 
-Writes benchmarks/results/verifier/prompt_trial.json.
+Writes benchmarks/results/verifier/prompt_trial.json (or the name `--out` gives).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cli = argparse.ArgumentParser(description="Two verifier prompts compared from their calibration_fit.py records.")
     cli.add_argument("records", type=Path, nargs="+", help="calibration_fit.py --records files, one per prompt")
-    paths = cli.parse_args(argv).records
+    cli.add_argument("--out", default="prompt_trial.json", help="the file's name in benchmarks/results/verifier/")
+    args = cli.parse_args(argv)
+    paths = args.records
     runs = [drafts(p) for p in paths]
     shared = set.intersection(*(set(run) for run in runs))
     prompts = []
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                         "unanswerable_scored_above_half": round(sum(s > 0.5 for s in unanswerable)
                                                                 / max(1, len(unanswerable)), 2)})  # fmt: skip
         print(prompts[-1])
-    out = RESULTS / "verifier" / "prompt_trial.json"
+    out = RESULTS / "verifier" / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"questions": sorted(shared), "prompts": prompts, **provenance(argv, __file__)},
                               indent=2) + "\n", encoding="utf-8")  # fmt: skip
