@@ -90,10 +90,11 @@ def halueval_questions(folder: Path, work: Path, size: int | None = None) -> tup
 
 def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path, model: str = "",
                keep: Path | None = None, origin: dict[str, Any] | None = None,
-               verifier: tuple[str, str] = ("", "")) -> list[dict[str, Any]]:  # fmt: skip
-    """Every question through the graph (offline, or the model backend with `model`) on its corpus's (cached)
-    index: one record each. With `keep`, each record is appended there as it is made, and the questions it already
-    holds are not run again: a model run takes hours and may span sessions."""
+               verifier: tuple[str, str] = ("", ""), calibration: str = "") -> list[dict[str, Any]]:  # fmt: skip
+    """Every question through the graph (offline, or the model backend with `model`; with the `calibration` file
+    when one is named) and plain RAG, on its corpus's (cached) index: one record per system. With `keep`, each
+    record is appended there as it is made, and the records it already holds are not made again: a model run takes
+    hours and may span sessions, and a rerun of the graph alone (a change plain RAG does not see) reuses plain's."""
     from selfcrag.cli import _questions_index
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.run import Systems, measure
@@ -105,21 +106,23 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     # The backend this fit is for, whatever the environment holds: OPENAI_API_KEY alone would make `auto` the model
     # backend, and an offline (or verifier) fit would be made of model-backend runs.
     operator["backend"] = "model" if model else "offline"
+    if calibration:
+        operator["calibration"] = calibration
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
     asked = {q["id"] for q in loaded}  # a smaller rerun fits exactly its own questions
-    kept = [r for r in (load_jsonl(keep) if keep and keep.is_file() else [])
-            if r.get("source") == name and r["id"] in asked]  # fmt: skip
-    done_ids = {r["id"] for r in kept if r["system"] == "plain"}  # plain runs second: its record ends a question
-    records = [r for r in kept if r["id"] in done_ids]
-    todo = [q for q in loaded if q["id"] not in done_ids]
+    kept = {(r["id"], r["system"]): r for r in (load_jsonl(keep) if keep and keep.is_file() else [])
+            if r.get("source") == name and r["id"] in asked}  # fmt: skip
+    records = list(kept.values())
+    runs = (("selfcrag", systems.selfcrag), ("plain", systems.plain))
+    todo = [q for q in loaded if any((q["id"], system) not in kept for system, _ in runs)]
     if todo:
         systems.warm_up(todo[0]["question"])
     for done, question in enumerate(todo, 1):
         # plain RAG too: the floor rule compares the wrong answers the graph shows with plain's
         # Each record names the code and command that measured it: a kept file may span sessions and commits.
         pair = [{**measure(system, run, question), "source": name, **(origin or {})}
-                for system, run in (("selfcrag", systems.selfcrag), ("plain", systems.plain))]
+                for system, run in runs if (question["id"], system) not in kept]
         records += pair
         if keep:
             with keep.open("a", encoding="utf-8") as sink:
@@ -127,6 +130,17 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
         if done % (100 if not (model or verifier[0]) else 5) == 0 or done == len(todo):
             print(f"{name}: {done}/{len(todo)} questions run", file=sys.stderr)
     return records
+
+
+def scoring_calibration(work: Path, args: argparse.Namespace) -> str:
+    """A copy of the backend's shipped calibration that says `ungrounded_drafts`: the runs keep the drafts the fit
+    is to be for, and pick among them as that backend does now."""
+    from selfcrag.quality.calibration import shipped
+
+    body = json.loads(shipped("model" if args.model else "offline", verifier=bool(args.verifier)).read_text("utf-8"))
+    path = work / "runs-calibration.json"
+    path.write_text(json.dumps({**body, "ungrounded_drafts": args.ungrounded_drafts}), encoding="utf-8")
+    return str(path)
 
 
 def drop_torn_line(path: Path) -> None:
@@ -140,6 +154,8 @@ def drop_torn_line(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from selfcrag.quality.calibration import UNGROUNDED_DRAFTS
+
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     cli.add_argument("--per-class", type=int, default=300, help="SQuAD questions per class beyond the dev sample")
@@ -156,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"{SHIPPED_MODEL.relative_to(ROOT)} with --model, {SHIPPED_VERIFIER.name} with --verifier)")
     cli.add_argument("--records", type=Path, help="keep the runs' records here, and reuse those it holds: a rerun "
                      "refits without running the graph again, an interrupted one runs only what is missing")
+    cli.add_argument("--ungrounded-drafts", choices=UNGROUNDED_DRAFTS, default="withheld",
+                     help="which drafts the runs may show and the fit is for (quality/calibration.py): `scored` keeps "
+                     "drafts the groundedness check did not pass as candidates, so the fit weighs groundedness "
+                     "instead of the check gating alone (for a weak checker, e.g. a small model's)")
     cli.add_argument("--with-question-wording", action="store_true",
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
@@ -189,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     reused = bool(args.records and args.records.is_file())
     if args.records:
         drop_torn_line(args.records)
+    calibration = scoring_calibration(work, args) if args.ungrounded_drafts != "withheld" else ""
     records = [r for name, (questions, corpus) in sources.items()
                for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin,
-                                   (args.verifier, args.verifier_url))]  # fmt: skip
+                                   (args.verifier, args.verifier_url), calibration)]  # fmt: skip
     rows = rows_of(records)
     plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
                       "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
@@ -214,14 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
         wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
     for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model),
-                        ("--verifier", args.verifier)):
+                        ("--verifier", args.verifier), ("--ungrounded-drafts", calibration and args.ungrounded_drafts)):
         wording += f" {flag} {value}" if value else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample{f' (first {args.sample})' if args.sample else ''} + {args.per_class}+{args.per_class} of its "
                f"articles, squad-allowed eval draw excluded; HaluEval {len(halueval)} over its split corpus)")
     backend = "model" if args.model else f"offline + verifier {args.verifier}" if args.verifier else "offline"
     origin = provenance([f for f in files if f.is_file()], rows, backend, command)
-    write(out, fitted, origin)
+    write(out, fitted, origin, args.ungrounded_drafts)
     costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
     floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
     general = most_cautious_cost(floors, KEEP_RIGHT)
@@ -247,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
                "cpu_seconds": cpu, "questions": command, **run_origin}
-    name = (f"calibration_fit_{model_slug(args.model)}.json" if args.model else
-            f"calibration_fit_verifier-{model_slug(args.verifier)}.json" if args.verifier else "calibration_fit.json")
+    name = (f"calibration_fit_{model_slug(args.model)}" if args.model else
+            f"calibration_fit_verifier-{model_slug(args.verifier)}" if args.verifier else "calibration_fit")
+    name += ("" if args.ungrounded_drafts == "withheld" else f"_{args.ungrounded_drafts}") + ".json"
     (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -111,6 +111,9 @@ class GroundednessCheck(ModelUse):
     grounded: bool
     unsupported: list[str] = field(default_factory=list)  # answer sentences / claims without support
     flags: list[str] = field(default_factory=list)  # rule-check findings, e.g. "number 45 not in evidence"
+    # Never shown, whatever the confidence: the answer repeats instructions planted in a document, or nothing could
+    # check it. A calibration that scores ungrounded drafts (quality/calibration.py) still never shows these.
+    vetoed: bool = False
 
 
 @dataclass

@@ -179,7 +179,7 @@ def after_answer_grade(state: State, settings: Context) -> str:
 
 def after_checks(state: State, settings: Context) -> str:
     """Both verdicts on the draft are in: an ungrounded draft is regenerated while generations and budget remain
-    (whatever its usefulness: an unsupported answer is never shown); otherwise the answer grade decides."""
+    (whatever its usefulness: a supported one is better to show); otherwise the answer grade decides."""
     if after_hallucination_check(state, settings) == "generate":
         return "generate"
     return after_answer_grade(state, settings)
@@ -187,7 +187,7 @@ def after_checks(state: State, settings: Context) -> str:
 
 def verifying(state: State, settings: Context) -> bool:
     """The local verifier (off by default) looks at the draft to show before `finalize` decides: when the
-    `verifier` setting names a model and the run kept a grounded draft."""
+    `verifier` setting names a model and the run kept a draft it may show."""
     return bool(settings.verifier) and bool(state.get("drafts"))
 
 

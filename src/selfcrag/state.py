@@ -104,7 +104,7 @@ class State(OutputState, total=False):
     knowledge: list[Strip]  # what generation may use: the best of `evidence`, within the strip budget
     evidence: list[Strip]  # every strip judged relevant in any round of this run (web included), one per text
     sources: list[Passage]  # the whole passages those strips were cut from (not graded incorrect), one per chunk
-    # Every grounded draft of the run as judge saw it (quality/drafts.py): finalize shows the most confident one.
+    # Every draft of the run finalize may show, as judge saw it (quality/drafts.py): it shows the most confident one.
     drafts: list[dict[str, Any]]
     bridges: list[str]  # names the rewrites carried from the evidence into the query (the bridge of a multi-hop)
     set_aside: list[Passage]  # the passages refine saw graded incorrect: one may hold the other hop's name
@@ -113,6 +113,7 @@ class State(OutputState, total=False):
     unsupported_claims: list[str]
     groundedness: float
     grounded: bool
+    vetoed: bool  # the draft may never be shown, whatever its confidence (contract.GroundednessCheck)
     answer_relevance: float
     answer_useful: bool
     feedback: str  # what the answer grade said was missing; feeds the rewrite

@@ -27,7 +27,7 @@ from selfcrag.evaluation.metrics import aurc, auroc, ece, effective_reliability
 from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.run import measure
-from selfcrag.quality.calibration import FEATURES
+from selfcrag.quality.calibration import FEATURES, for_settings
 from selfcrag.quality.thresholds import show_floor
 
 if TYPE_CHECKING:
@@ -211,11 +211,15 @@ def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: s
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "command": command}  # fmt: skip
 
 
-def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any]) -> None:
+def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any], ungrounded_drafts: str = "withheld") -> None:
+    """The calibration file; `ungrounded_drafts` says which drafts the runs it was fitted on could show (the
+    calibration they ran with says: quality/calibration.py), and so which drafts its probability is for."""
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"about": "selfcrag confidence calibration: p(the shown answer is right) = sigmoid(bias + sum of "
                      "weight * (feature - mean) / scale); see quality/calibration.py",
             "model": fitted["model"], "provenance": origin, "cross_validation": fitted["cross_validation"]}
+    if ungrounded_drafts != "withheld":
+        body["ungrounded_drafts"] = ungrounded_drafts
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)  # a reader never sees half a file
@@ -232,7 +236,8 @@ def calibrate(questions: Sequence[dict[str, Any]], systems: Systems, files: Sequ
             print(f"calibrate: {done}/{len(questions)} questions run", file=sys.stderr)
     rows = rows_of(records)
     fitted = fit(rows, list(FEATURES))
-    write(out, fitted, provenance(files, rows, systems.backend, command))
+    write(out, fitted, provenance(files, rows, systems.backend, command),
+          for_settings(systems.settings).ungrounded_drafts)
     return fitted
 
 

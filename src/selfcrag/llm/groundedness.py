@@ -91,7 +91,7 @@ class LLMGroundednessChecker:
             error = reply.error or "the checker returned no statements"
             return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
                                      flags=[*flags, f"groundedness check failed: {error}; not grounded (fails closed)"],
-                                     error=error, **usage)
+                                     vetoed=True, error=error, **usage)
         verdicts = [s.verdict for s in statements]
         supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
         # A sentence the rules reject is unsupported whatever the model said of it: the share of the model's
@@ -103,7 +103,7 @@ class LLMGroundednessChecker:
         unsupported = list(dict.fromkeys(said + flagged))
         grounded = score >= settings.thresholds().groundedness and not instructed
         return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 **usage)
+                                 vetoed=instructed, **usage)
 
 
 def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:

@@ -30,6 +30,7 @@ def make(components: Components) -> NodeFunction:
         return {
             "groundedness": check.score,
             "grounded": check.grounded,
+            "vetoed": check.vetoed,
             "unsupported_claims": unsupported,
             **spent(check),
             "trace": [

@@ -18,7 +18,7 @@ from selfcrag.nodes.prepare import recent_messages
 from selfcrag.prompts import messages
 from selfcrag.quality.confidence import confidence, triad
 from selfcrag.quality.consistency import contradictions
-from selfcrag.quality.drafts import as_judged
+from selfcrag.quality.drafts import as_judged, showable
 from selfcrag.routing import question_unreadable
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
@@ -99,7 +99,7 @@ def clarifying_question(state: State, settings: Context, language: str) -> str:
 
 
 def most_confident(state: State, settings: Context) -> tuple[State, list[dict[str, Any]]]:
-    """The state as the run's most confident grounded draft was judged (the last one on a tie: it had the most
+    """The state as the run's most confident kept draft was judged (the last one on a tie: it had the most
     evidence), and each kept draft's round, generation and confidence for the trace. The state as it is when the
     run kept no draft."""
     kept = state.get("drafts") or []
@@ -139,9 +139,11 @@ def make(components: Components) -> NodeFunction:
         scores = triad(state)
         conflicts = contradictions(state.get("answer") or "", earlier_answers(state, settings))
         unreadable = unreadable_reason(state, language)
-        # An answer that failed the hallucination check after every regeneration is never shown as an answer;
-        # nor is one to a question the evidence cannot read.
-        draft = (state.get("answer") or "") if state.get("grounded") and not unreadable else ""
+        # A draft the groundedness check failed is shown only where the calibration scores such drafts, and then
+        # with a caveat at most; a vetoed one never (quality/drafts.py); nor an answer to a question the evidence
+        # cannot read.
+        draft = (state.get("answer") or "") if showable(state, settings) and not unreadable else ""
+        doubted = bool(draft) and not state.get("grounded")
         explained = confidence(state, draft, bool(conflicts), settings)
         value = explained["value"]
         measured = {**scores, "confidence": value}
@@ -156,7 +158,7 @@ def make(components: Components) -> NodeFunction:
                                   "scores": scores, "confidence": value, "confidence_explanation": explained,
                                   "quality": quality, "contradictions": conflicts, "clarifying_question": ""}
         triggers = routing.review_triggers(measured, floors["confidence"], settings) if draft else []
-        if draft and value >= minimum.overall and not conflicts and not triggers:
+        if draft and value >= minimum.overall and not conflicts and not triggers and not doubted:
             decision, reason = "answer", f"confidence meets the {settings.domain} minimum; {explained['summary']}"
         elif draft and value >= minimum.overall - band and not triggers:
             decision = "answer_with_caveat"
@@ -186,7 +188,9 @@ def make(components: Components) -> NodeFunction:
             elif not state.get("answer"):
                 reason = f"no answer the evidence supports; missing: {missing}"
             elif not draft:
-                reason = f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)"
+                reason = ("the groundedness check vetoed the answer (copied instructions, or no check)"
+                          if state.get("vetoed") else
+                          f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)")
             else:
                 reason = f"confidence more than {band} below the minimum {minimum.overall}; {explained['summary']}"
             text = messages.abstain(missing, language)

@@ -130,8 +130,8 @@ class OfflineGroundednessChecker:
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
         cited = cited_sentences(answer)
         sentences = [sentence for sentence, _ in cited]
-        if not sentences:
-            return GroundednessCheck(score=0.0, grounded=False)
+        if not sentences:  # nothing to check
+            return GroundednessCheck(score=0.0, grounded=False, vetoed=True)
         texts = [GLUED.sub(". ", s["text"]) for s in strips]
         evidence_text = "\n".join(texts)
         evidence, owners = [], []  # every evidence sentence, and the document it is from
@@ -140,7 +140,8 @@ class OfflineGroundednessChecker:
                 evidence.append(e)
                 owners.append(strip["doc_id"])
         if not evidence:
-            return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""))
+            return GroundednessCheck(score=0.0, grounded=False, unsupported=sentences, flags=rule_flags(answer, ""),
+                                     vetoed=True)  # no evidence to check against
 
         embedder = for_run(self.embedder, settings)
         vectors = embed(embedder, [*sentences, *evidence], stored_for_run(self.embedder, settings))
@@ -191,7 +192,8 @@ class OfflineGroundednessChecker:
         supported_share = 1 - len(unsupported) / len(sentences)
         score = min(1.0, max(0.0, supported_share - FLAG_PENALTY * len(flags)))
         grounded = score >= settings.thresholds().groundedness and not instructed
-        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags)
+        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
+                                 vetoed=instructed)
 
 
 @dataclass

@@ -11,6 +11,13 @@ it uses, so an older file keeps working when features are added.
 The calibrator is a logistic regression on standardised features, fitted by `evaluation/calibrate.py`; applying it
 is a dot product and a sigmoid. Its parameters and their provenance live in a JSON file
 (`data/calibration/offline.json` ships; the `calibration` setting names another).
+
+A file also says which drafts its probability is for (`ungrounded_drafts`). `withheld` (the default): only drafts
+the groundedness check passed may be shown, and the fit saw only those. `scored`: a draft the check did not pass is
+a candidate too, its groundedness one feature among the others, because the fit was made on runs that kept such
+drafts. For a checker whose verdict is weak evidence (a small model's), a hard gate withholds right answers the
+other signals vouch for; the calibrated probability weighs it instead. A vetoed draft (copied instructions, or no
+check at all) is never shown either way.
 """
 
 from __future__ import annotations
@@ -239,6 +246,11 @@ class Calibrator:
     weights: tuple[float, ...]
     bias: float
     source: str = ""  # the file it came from
+    ungrounded_drafts: str = "withheld"  # or "scored": see the module's docstring
+
+    @property
+    def scores_ungrounded(self) -> bool:
+        return self.ungrounded_drafts == "scored"
 
     def standardised(self, values: dict[str, float], unmeasured: frozenset[str] = frozenset()) -> list[float]:
         return [0.0 if n in unmeasured else (values[n] - m) / s
@@ -266,6 +278,7 @@ def shipped(backend: str = "offline", verifier: bool = False) -> Path:
     return next(folder / f"{n}.json" for n in names if (folder / f"{n}.json").is_file() or n == "offline")
 
 
+UNGROUNDED_DRAFTS = ("withheld", "scored")
 LARGEST_FILE = 1_000_000  # bytes; a fitted file is a few kilobytes
 
 
@@ -302,6 +315,7 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
         names = tuple(str(n) for n in model["features"])
         numbers = [tuple(float(v) for v in model[key]) for key in ("mean", "scale", "weights")]
         bias = float(model["bias"])
+        ungrounded = data.get("ungrounded_drafts", "withheld")
     except OSError as exc:
         raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -314,8 +328,11 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
                                "(scales > 0)")
     if not all(math.isfinite(v) for v in (*numbers[0], *numbers[1], *numbers[2], bias)):
         raise CalibrationError(f"calibration file {path}: parameters must be finite numbers")
+    if ungrounded not in UNGROUNDED_DRAFTS:
+        raise CalibrationError(f"calibration file {path}: ungrounded_drafts must be one of "
+                               f"{', '.join(UNGROUNDED_DRAFTS)}, not {str(ungrounded)[:40]!r}")
     mean, scale, weights = numbers
-    return Calibrator(names, mean, scale, weights, bias=bias, source=path)
+    return Calibrator(names, mean, scale, weights, bias=bias, source=path, ungrounded_drafts=ungrounded)
 
 
 def for_settings(settings: Context) -> Calibrator:

@@ -1,20 +1,32 @@
-"""The run's grounded drafts, and which one to show.
+"""The run's drafts that may be shown, and which one to show.
 
 A correction round can write a worse draft than an earlier one (a second hop's passage answers the question less
 well than the first), or none at all; the graph used to show whatever the last round left. `judge` keeps a
-snapshot of every grounded draft with the state it was judged in; `finalize` scores each with the calibrated
+snapshot of every showable draft with the state it was judged in; `finalize` scores each with the calibrated
 confidence, read with the draft's own evidence, citations and check verdicts, and shows the most confident.
+
+Which drafts may be shown is the calibration's call (quality/calibration.py, `ungrounded_drafts`): those the
+groundedness check passed, or, with a calibration fitted on them, any draft it did not veto.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from selfcrag.context import Context
+from selfcrag.quality.calibration import for_settings
 from selfcrag.state import State
 
 # What a draft's confidence and its finalize decision read that later rounds overwrite.
-DRAFT_KEYS = ("answer", "citations", "knowledge", "groundedness", "grounded", "answer_relevance", "answer_useful",
-              "unsupported_claims", "feedback", "missing")  # fmt: skip
+DRAFT_KEYS = ("answer", "citations", "knowledge", "groundedness", "grounded", "vetoed", "answer_relevance",
+              "answer_useful", "unsupported_claims", "feedback", "missing")  # fmt: skip
+
+
+def showable(state: State, settings: Context) -> bool:
+    """Whether the state's draft may be shown, if confident enough. A draft no check has judged counts as vetoed."""
+    if not state.get("answer"):
+        return False
+    return bool(state.get("grounded")) or (for_settings(settings).scores_ungrounded and not state.get("vetoed", True))
 
 
 def snapshot(state: State) -> dict[str, Any]:
