@@ -111,8 +111,9 @@ class GroundednessCheck(ModelUse):
     grounded: bool
     unsupported: list[str] = field(default_factory=list)  # answer sentences / claims without support
     flags: list[str] = field(default_factory=list)  # rule-check findings, e.g. "number 45 not in evidence"
-    # Never shown, whatever the confidence: the answer repeats instructions planted in a document, or nothing could
-    # check it. A calibration that scores ungrounded drafts (quality/calibration.py) still never shows these.
+    # Never shown, whatever the confidence: a rule check found what the cited evidence lacks (a number, name or
+    # identifier; a citation to nothing; copied instructions), or nothing could check it. A calibration that scores
+    # ungrounded drafts (quality/calibration.py) weighs a checker's opinion, never these exact findings.
     vetoed: bool = False
 
 

@@ -396,6 +396,52 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
     assert result["llm_calls"] == len(server.requests)
 
 
+def scoring_calibration(folder: Path) -> str:
+    """The shipped fit, as a file that says it scores ungrounded drafts (quality/calibration.py)."""
+    from selfcrag.quality.calibration import shipped
+
+    path = folder / "scored.json"
+    body = json.loads(shipped("model").read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**body, "ungrounded_drafts": "scored"}), encoding="utf-8")
+    return str(path)
+
+
+PARAPHRASE = "You have about a month to send an item back [doc_1]."  # in its own words: the checker must judge it
+
+
+def test_a_draft_the_checker_doubts_is_withheld_unless_the_calibration_scores_it(tmp_path):
+    model = Plausible(answer=lambda question, evidence: PARAPHRASE, unsupported={"about a month"})
+    question = {"question": "How many days do I have to return an item?"}
+    with served(model.responder()) as (_, llm):
+        withheld = shelf_graph(llm).invoke(question, context=Context(max_retrieval_rounds=1))
+        scored = shelf_graph(llm, settings={"calibration": scoring_calibration(tmp_path)}).invoke(
+            question, context=Context(max_retrieval_rounds=1))  # fmt: skip
+    for result in (withheld, scored):
+        checks = [s["decision"] for s in result["trace"] if s["node"] == "check_hallucination"]
+        assert checks == ["not grounded", "not grounded"] and not errors(result)
+    assert withheld["decision"] == "abstain" and PARAPHRASE not in withheld["answer"]
+    # Confident by the calibration's reading, but the check doubted it: shown, and never as a plain answer.
+    assert scored["decision"] == "answer_with_caveat" and scored["answer"].startswith(PARAPHRASE)
+    assert "groundedness" in scored["answer"].split(PARAPHRASE, 1)[1].lower()  # the caveat names the doubt
+    assert len(next(s for s in scored["trace"] if s["node"] == "finalize")["drafts"]) == 2  # both drafts kept
+
+
+def test_a_scoring_calibration_still_never_shows_an_answer_nobody_could_check(tmp_path):
+    model = Plausible(answer=lambda question, evidence: PARAPHRASE)
+
+    def respond(request: Request) -> Reply:
+        if CHECK in request.system:
+            return Reply.content("I'm sorry, I can't help with that.")
+        return model.responder()(request)
+
+    with served(respond) as (_, llm):
+        result = shelf_graph(llm, settings={"calibration": scoring_calibration(tmp_path)}).invoke(
+            {"question": "How many days do I have to return an item?"}, context=Context(max_retrieval_rounds=1))
+    assert all("fails closed" in s["reason"] for s in result["trace"] if s["node"] == "check_hallucination")
+    assert result["decision"] == "abstain" and "vetoed" in next(
+        s for s in result["trace"] if s["node"] == "finalize")["reason"]
+
+
 def test_a_generator_error_means_no_draft_and_the_run_still_ends():
     model = Plausible()
 

@@ -85,6 +85,9 @@ def test_selection_keeps_the_signals_and_the_file_round_trips(tmp_path):
     z = [(values[n] - m) / s for n, m, s in zip(model["features"], model["mean"], model["scale"], strict=True)]
     expected = sigmoid(model["bias"] + sum(w * v for w, v in zip(model["weights"], z, strict=True)))
     assert loaded.probability(values) == pytest.approx(expected, abs=1e-4)  # contributions keep 4 decimals
+    assert loaded.ungrounded_drafts == "withheld" and not loaded.scores_ungrounded  # what a file says by default
+    fitting.write(out, fitted, {"questions": 240}, ungrounded_drafts="scored")  # fitted on runs that kept them
+    assert load(out).scores_ungrounded and json.loads(out.read_text())["ungrounded_drafts"] == "scored"
 
 
 def test_a_feature_whose_weight_goes_against_its_direction_is_not_taken():
@@ -117,7 +120,9 @@ def test_the_shipped_file_is_a_fit_with_provenance():
      (json.dumps({"model": {"features": ["grade_top"], "mean": [0, 1], "scale": [1], "weights": [1], "bias": 0}}),
       "one value per feature"),
      (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [math.inf],
-                            "bias": 0}}), "finite")],
+                            "bias": 0}}), "finite"),
+     (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [1], "bias": 0},
+                  "ungrounded_drafts": "always"}), "ungrounded_drafts must be one of withheld, scored")],
 )  # fmt: skip
 def test_a_bad_file_is_one_line_naming_it(tmp_path, content, fault):
     path = tmp_path / "calibration.json"

@@ -103,7 +103,7 @@ class LLMGroundednessChecker:
         unsupported = list(dict.fromkeys(said + flagged))
         grounded = score >= settings.thresholds().groundedness and not instructed
         return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 vetoed=instructed, **usage)
+                                 vetoed=bool(flags), **usage)  # a rule finding is exact, not a model's opinion
 
 
 def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:

@@ -188,7 +188,7 @@ def make(components: Components) -> NodeFunction:
             elif not state.get("answer"):
                 reason = f"no answer the evidence supports; missing: {missing}"
             elif not draft:
-                reason = ("the groundedness check vetoed the answer (copied instructions, or no check)"
+                reason = ("the groundedness check vetoed the answer (a rule finding, or no check)"
                           if state.get("vetoed") else
                           f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)")
             else:

@@ -193,7 +193,7 @@ class OfflineGroundednessChecker:
         score = min(1.0, max(0.0, supported_share - FLAG_PENALTY * len(flags)))
         grounded = score >= settings.thresholds().groundedness and not instructed
         return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 vetoed=instructed)
+                                 vetoed=bool(flags))
 
 
 @dataclass

@@ -16,8 +16,8 @@ A file also says which drafts its probability is for (`ungrounded_drafts`). `wit
 the groundedness check passed may be shown, and the fit saw only those. `scored`: a draft the check did not pass is
 a candidate too, its groundedness one feature among the others, because the fit was made on runs that kept such
 drafts. For a checker whose verdict is weak evidence (a small model's), a hard gate withholds right answers the
-other signals vouch for; the calibrated probability weighs it instead. A vetoed draft (copied instructions, or no
-check at all) is never shown either way.
+other signals vouch for; the calibrated probability weighs it instead. A vetoed draft (a rule finding such as a
+number the cited evidence lacks, copied instructions, or no check at all) is never shown either way.
 """
 
 from __future__ import annotations
