@@ -132,6 +132,23 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     return records
 
 
+def withheld_right(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per source, the questions plain RAG got right and the graph's run did not answer, by why: it wrote no draft,
+    kept none it may show (every draft ungrounded, or vetoed), or kept one its confidence then withheld."""
+    graph = {(r["source"], r["id"]): r for r in records if r["system"] == "selfcrag"}
+    found: dict[str, dict[str, int]] = {}
+    for plain in (r for r in records if r["system"] == "plain" and r["correct"]):
+        run = graph.get((plain["source"], plain["id"]))
+        if run is None or run["answered"]:
+            continue
+        signals = run.get("signals") or {}
+        why = ("below the floor" if signals.get("drafts_kept") else "no draft kept" if signals.get("drafts")
+               else "no draft")  # fmt: skip
+        counts = found.setdefault(plain["source"], {"no draft": 0, "no draft kept": 0, "below the floor": 0})
+        counts[why] += 1
+    return found
+
+
 def scoring_calibration(work: Path, args: argparse.Namespace) -> str:
     """A copy of the backend's shipped calibration that says `ungrounded_drafts`: the runs keep the drafts the fit
     is to be for, and pick among them as that backend does now."""
@@ -261,12 +278,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['plain_phi_3']:>+8.3f}{ratios[0]:>12}{ratios[1]:>13}")
     print(f"general preset: the most cautious cost that keeps >= {KEEP_RIGHT:g}x plain RAG's right answers in every "
           f"source: {general} (data/presets.json has {PRESETS['general'].cost:g})")
+    withheld = withheld_right(records)
+    print("plain RAG's right answers the graph's runs did not show, by why (the runs' own decisions): "
+          + "; ".join(f"{source}: {counts}" for source, counts in withheld.items()))
     print(f"wrote {out}; {cpu} CPU s")
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary = {"cross_validation": fitted["cross_validation"], "model": fitted["model"], "cost_floors": floors,
                "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
+               "plain_right_withheld": withheld,
                "cpu_seconds": cpu, "questions": command, **run_origin}
     name = (f"calibration_fit_{model_slug(args.model)}" if args.model else
             f"calibration_fit_verifier-{model_slug(args.verifier)}" if args.verifier else "calibration_fit")

@@ -117,7 +117,7 @@ class Context(BaseModel):
     min_groundedness: float = run(
         -1.0,
         "Override: minimum groundedness (negative = from the preset); below it the answer is regenerated, and "
-        "never shown.",
+        "never shown (with a calibration that scores ungrounded drafts: shown with a caveat at most).",
         **OVERRIDE,
     )
     min_answer_relevance: float = run(

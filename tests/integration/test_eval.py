@@ -18,6 +18,7 @@ from support.replies import Plausible
 
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.questions import contains_gold
+from selfcrag.quality.calibration import shipped
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 SAMPLE_KB = Path(__file__).resolve().parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
@@ -268,12 +269,17 @@ def test_resume_with_other_settings_is_refused(workspace: Path, tmp_path: Path):
     damaged_before = (damaged / "records.jsonl").read_bytes()
     # The model backend is only named: the refusal comes before any question runs, so no server is needed.
     model_env = {**os.environ, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    scoring = tmp_path / "scored.json"  # the same fit, saying it may show ungrounded drafts: another measurement
+    scoring.write_text(json.dumps({**json.loads(shipped("offline").read_text(encoding="utf-8")),
+                                   "ungrounded_drafts": "scored"}), encoding="utf-8")  # fmt: skip
     cases = [
         ((str(other), "--baseline", "plain", "--out", str(out)), None, "questions_sha256"),
         ((str(questions), "--out", str(out)), None, "baseline 'plain' there, '' now"),
         ((str(questions), "--baseline", "plain", "--out", str(out), "--model", "openai:other"), model_env,
          "backend 'offline' there, 'model' now"),
         ((str(questions), "--baseline", "plain", "--out", str(damaged)), None, "records.jsonl line 2 is not a record"),
+        ((str(questions), "--baseline", "plain", "--out", str(out)),
+         {**os.environ, "SELFCRAG_CALIBRATION": str(scoring)}, "calibration_sha256"),
     ]  # fmt: skip
     for args, env, message in cases:
         proc = run("eval", args[0], "--index", index, "--limit", "1", "--resume", *args[1:], env=env)

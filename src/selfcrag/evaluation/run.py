@@ -31,12 +31,13 @@ from selfcrag.context import Context, resolve
 from selfcrag.endpoints import model_configured
 from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
-from selfcrag.evaluation.provenance import git_commit
+from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
 from selfcrag.evaluation.signals import graph_signals, node_faults, retrieval_signals, trimmed_trace
 from selfcrag.graph import build_graph
 from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
+from selfcrag.quality.calibration import for_settings
 
 SYSTEMS = ("selfcrag", "plain")
 # Output keys a record already holds at its top level; `detail` keeps the rest of the output.
@@ -176,13 +177,15 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
 def run_settings(systems: Systems, baseline: bool, info: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run must share with the run it continues, or its records would mix two measurements: the
     question file's hash (`info["questions_sha256"]`, which `selfcrag eval` sets), the backend and its models, the
-    domain and risk, the local verifier, and the baseline. The index path, the machine and the commit may differ.
+    domain and risk, the local verifier, the calibration file's hash (it decides what is shown, and which drafts
+    may be), and the baseline. The index path, the machine and the commit may differ.
     The offline backend names no models: the model settings it ignores must not refuse a resume."""
     settings, model = systems.settings, systems.backend == "model"
     return {"questions_sha256": info.get("questions_sha256"), "backend": systems.backend,
             "generator_model": settings.generator_model if model else "",
             "grader_model": settings.grader_model if model else "", "verifier": settings.verifier,
-            "domain": settings.domain, "risk": settings.risk, "baseline": "plain" if baseline else ""}  # fmt: skip
+            "domain": settings.domain, "risk": settings.risk, "baseline": "plain" if baseline else "",
+            "calibration_sha256": sha256(Path(for_settings(settings).source))}  # fmt: skip
 
 
 def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
