@@ -38,6 +38,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,17 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     return records
 
 
+def plain_counts(records: list[dict[str, Any]], sources: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Plain RAG's questions, right and wrong answers shown, and unanswerable questions answered, per source."""
+    counts = {}
+    for source in sources:
+        plain = [r for r in records if r["system"] == "plain" and r["source"] == source]
+        counts[source] = {"questions": len(plain), "right": sum(1 for r in plain if r["correct"]),
+                          "wrong": sum(1 for r in plain if r["answered"] and not r["correct"]),
+                          "unanswerable": sum(1 for r in plain if r["answered"] and r["is_impossible"])}
+    return counts
+
+
 def withheld_right(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per source, the questions plain RAG got right and the graph's run did not answer, by why: it wrote no draft,
     kept none it may show (every draft ungrounded, or vetoed), or kept one its confidence then withheld."""
@@ -147,17 +159,6 @@ def withheld_right(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
         counts = found.setdefault(plain["source"], {"no draft": 0, "no draft kept": 0, "below the floor": 0})
         counts[why] += 1
     return found
-
-
-def scoring_calibration(work: Path, args: argparse.Namespace) -> str:
-    """A copy of the backend's shipped calibration that says `ungrounded_drafts`: the runs keep the drafts the fit
-    is to be for, and pick among them as that backend does now."""
-    from selfcrag.quality.calibration import shipped
-
-    body = json.loads(shipped("model" if args.model else "offline", verifier=bool(args.verifier)).read_text("utf-8"))
-    path = work / "runs-calibration.json"
-    path.write_text(json.dumps({**body, "ungrounded_drafts": args.ungrounded_drafts}), encoding="utf-8")
-    return str(path)
 
 
 def drop_torn_line(path: Path) -> None:
@@ -210,9 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         rows_of,
         source_table,
         table,
+        with_mode,
         write,
     )
-    from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING
+    from selfcrag.quality.calibration import BACKEND_NEUTRAL, FEATURES, QUESTION_WORDING, shipped
     from selfcrag.quality.thresholds import PRESETS, show_floor
 
     started = time.process_time()
@@ -226,19 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     reused = bool(args.records and args.records.is_file())
     if args.records:
         drop_torn_line(args.records)
-    calibration = scoring_calibration(work, args) if args.ungrounded_drafts != "withheld" else ""
+    # The runs keep the drafts the fit is to be for, and pick among them as the backend's shipped file does now.
+    backend_file = shipped("model" if args.model else "offline", verifier=bool(args.verifier))
+    calibration = str(with_mode(backend_file, args.ungrounded_drafts, work)) if args.ungrounded_drafts != "withheld" \
+        else ""
     records = [r for name, (questions, corpus) in sources.items()
                for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin,
                                    (args.verifier, args.verifier_url), calibration)]  # fmt: skip
     rows = rows_of(records)
-    plain = {source: {"questions": sum(1 for r in records if r["system"] == "plain" and r["source"] == source),
-                      "right": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
-                                   and r["correct"]),
-                      "wrong": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
-                                   and r["answered"] and not r["correct"]),
-                      "unanswerable": sum(1 for r in records if r["system"] == "plain" and r["source"] == source
-                                          and r["answered"] and r["is_impossible"])}
-             for source in sources}  # fmt: skip
+    plain = plain_counts(records, sources)
     # A feature is taken only if the general cost's floor then withholds no more right answers (`select`).
     keeps = keeps_at(show_floor(PRESETS["general"].cost))
     # Not the question-wording features unless asked: the tuning questions were written from their passages.

@@ -184,11 +184,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit confidence on the user's own labelled questions: run the graph over them, fit, write the file."""
+    import tempfile
     from pathlib import Path
 
-    from selfcrag.evaluation.calibrate import calibrate, table
+    from selfcrag import Context
+    from selfcrag.evaluation.calibrate import calibrate, table, with_mode
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.run import Systems
+    from selfcrag.quality.calibration import for_settings
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -197,12 +200,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise CliError(f"--out {out} is a directory; name the calibration file to write (e.g. {out}/mine.json)")
     operator, index = _questions_index(args)
+    if args.ungrounded_drafts:  # runs with a copy of the file they would use, saying which drafts they keep
+        current = for_settings(Context.from_env(**{k: v for k, v in operator.items() if v is not None})).source
+        folder = Path(tempfile.mkdtemp(prefix="selfcrag-calibrate-"))
+        operator["calibration"] = str(with_mode(Path(current), args.ungrounded_drafts, folder))
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, {})
     files = [Path(args.questions), *([Path(args.corpus)] if args.corpus else [])]
     command = "selfcrag calibrate " + " ".join(
         [Path(args.questions).name, *(["--corpus", Path(args.corpus).name] if args.corpus else []),
          *(["--limit", str(args.limit)] if args.limit else []), *(["--model", args.model] if args.model else []),
-         *(["--verifier", args.verifier] if args.verifier else [])])
+         *(["--verifier", args.verifier] if args.verifier else []),
+         *(["--ungrounded-drafts", args.ungrounded_drafts] if args.ungrounded_drafts else [])])
     fitted = calibrate(questions, systems, files, out, command)
     print(table(fitted))
     print(f"wrote {out}; use it with SELFCRAG_CALIBRATION={out.resolve()} (or build_graph(settings="
@@ -294,6 +302,10 @@ def parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", required=True, help="calibration file to write (JSON)")
     fit.add_argument("--limit", type=int, default=0, help="only the first N questions")
     fit.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
+    fit.add_argument("--ungrounded-drafts", choices=("withheld", "scored"), default="",
+                     help="which drafts the runs keep and the fit is for: `scored` also keeps drafts the "
+                     "groundedness check did not pass, so groundedness is weighed, not a gate (for a weak checker, "
+                     "e.g. a small model's); default: as the calibration file in use says")
     _verifier_flags(fit)
     fit.set_defaults(run=cmd_calibrate)
     return top

@@ -83,3 +83,16 @@ def test_too_few_questions_or_a_folder_for_out_is_one_line(tmp_path, fitted):
     assert all(p.startswith("calibrate: ") for p in progress) and not (tmp_path / "x.json").exists()
     folder = run("calibrate", str(few), "--index", index, "--out", str(tmp_path))
     assert folder.returncode != 0 and "is a directory" in folder.stderr
+
+
+def test_a_fit_for_scored_ungrounded_drafts_says_so_and_serves(fitted, tmp_path):
+    questions, _, _ = fitted
+    out = tmp_path / "scored.json"
+    proc = run("calibrate", str(questions), "--index", str(questions.parent / "index"), "--out", str(out),
+               "--ungrounded-drafts", "scored")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["ungrounded_drafts"] == "scored" and "--ungrounded-drafts scored" in data["provenance"]["command"]
+    asked = run("ask", "How many days do I have to return an item?", "--json", env={"SELFCRAG_CALIBRATION": str(out)})
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["confidence_explanation"]["calibration"] == "scored.json"

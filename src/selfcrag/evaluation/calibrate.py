@@ -225,6 +225,15 @@ def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any], ungrounded
     temporary.replace(path)  # a reader never sees half a file
 
 
+def with_mode(calibration: Path, ungrounded_drafts: str, folder: Path) -> Path:
+    """A copy of `calibration` in `folder` that says `ungrounded_drafts`: runs made with it keep the drafts a fit in
+    that mode is for, and pick among them as the file's model does (quality/calibration.py)."""
+    body = json.loads(calibration.read_text(encoding="utf-8"))
+    path = folder / f"runs-calibration-{ungrounded_drafts}.json"
+    path.write_text(json.dumps({**body, "ungrounded_drafts": ungrounded_drafts}), encoding="utf-8")
+    return path
+
+
 def calibrate(questions: Sequence[dict[str, Any]], systems: Systems, files: Sequence[Path], out: Path,
               command: str, progress: bool = True) -> dict[str, Any]:
     """Run the graph over labelled questions, fit, write the calibration file `out`; returns what was written
