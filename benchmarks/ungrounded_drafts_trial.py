@@ -14,7 +14,7 @@ mode, per tuning source (SQuAD dev sample, HaluEval):
   on its cross-validated probabilities: right and wrong shown, Phi_1, right answers and unanswerable questions
   answered against plain's (the issue's bar, on tuning data), and the fit's grouped-CV AUROC;
 - plain RAG's right answers the graph did not show, by why.
-Prints a table, writes benchmarks/results/ungrounded_drafts_trial.json.
+Prints a table, writes benchmarks/results/ungrounded_drafts_trial.json (or --out).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--withheld", type=Path, default=RESULTS / "calibration_fit_model_records.jsonl")
     cli.add_argument("--scored", type=Path, default=RESULTS / "calibration_fit_model_scored_records.jsonl")
+    cli.add_argument("--out", type=Path, default=RESULTS / "ungrounded_drafts_trial.json")
     args = cli.parse_args(argv)
     origin = provenance(argv, __file__)
     records = common({"withheld": args.withheld, "scored": args.scored})
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['cross_validation']['auroc']:>5.3f}")
         print(f"{mode}: features {', '.join(result['features'])}; plain's right answers not shown, by why: "
               f"{result['plain_right_withheld']}")
-    out = RESULTS / "ungrounded_drafts_trial.json"
+    out = args.out
     body = {**origin, "withheld_records": args.withheld.name, "scored_records": args.scored.name,
             "questions": {mode: sum(1 for r in found if r["system"] == "selfcrag") for mode, found in records.items()},
             **results}  # fmt: skip

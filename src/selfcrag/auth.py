@@ -12,7 +12,7 @@ from the operator's token file (selfcrag/identities.py).
   a thread's state or history, join a run or its stream, or stream a run that may be held in any mode but `custom`;
   nor read a thread whose last turn stopped halfway (failed, or cancelled when its asker disconnected), whose
   values may hold a draft nothing checked, until a run finishes it. Its held case leaves the store with the thread.
-- With review on, a client's run may raise the quality bar the operator set, never lower it (context.looser_bar),
+- With review on, a client's run may raise the quality bar the operator set, never lower it (trust_boundary.looser_bar),
   and needs a thread (a stateless run's thread, and its held case, are deleted when it ends).
 - Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
   and run the other assistants.
@@ -32,11 +32,12 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import OPERATOR_SETTINGS, Context, OperatorSettings, looser_bar, resolve
+from selfcrag.context import OPERATOR_SETTINGS, Context
 from selfcrag.errors import IdentityError, SettingsError
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
 from selfcrag.setting_names import no_such_setting
+from selfcrag.trust_boundary import OperatorSettings, looser_bar, resolve
 
 auth = Auth()
 

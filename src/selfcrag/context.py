@@ -7,6 +7,8 @@
   bound every loop and size a run may ask for. A run that asks for a different value gets `SettingsError`; a run
   that repeats the operator's value (or the field's default, as a form that sends every field does) is accepted.
 
+Each field declares its kind here; `trust_boundary.py` enforces it at run time.
+
 Studio shows every field with its description; operator fields say so. Defaults come from the environment when set,
 else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
 """
@@ -15,15 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-from collections import OrderedDict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from selfcrag.errors import SettingsError
 from selfcrag.quality.calibration import load
-from selfcrag.quality.thresholds import OVERRIDES, Thresholds, thresholds_for
+from selfcrag.quality.thresholds import Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
@@ -396,7 +396,7 @@ class Context(BaseModel):
         (the default budget is 20). A value the operator set above its own cap is a contradiction, refused."""
         lowered = {}
         for name in Context.model_fields:
-            if (cap := _tag(name, "cap")) and getattr(self, name) > getattr(self, cap):
+            if (cap := field_tag(name, "cap")) and getattr(self, name) > getattr(self, cap):
                 if name in self.model_fields_set:
                     raise SettingsError(f"{name}={getattr(self, name)} is above the cap of {getattr(self, cap)} "
                                         f"({cap}) the same settings set")
@@ -424,112 +424,16 @@ def _from_text(name: str, raw: str) -> Any:
     return raw.strip()
 
 
-def _tag(name: str, key: str) -> str:
+def field_tag(name: str, key: str) -> str:
     """The run/operator scope or the cap recorded on a field (see `run` and `operator`)."""
     extra = Context.model_fields[name].json_schema_extra
     return str(extra.get(key, "")) if isinstance(extra, dict) else ""
 
 
-OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if _tag(name, "scope") == "operator")
+OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "scope") == "operator")
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",
                            "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
                            "max_history_chars",
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
-
-
-def resolve(requested: Context | dict[str, Any] | None, base: Context) -> Context:
-    """The run's settings: the operator's `base`, changed by what the run asked for within the trust boundary.
-    Raises SettingsError (one line) for an operator setting the run may not choose, or a value above its cap.
-
-    Both are immutable (frozen), so the result for the same two objects is remembered: the graph resolves at every
-    step with the run's one context object, and building a Context again costs ~70 us each time. A refusal is not
-    remembered: it is raised again, at the first step of every run that asks."""
-    if requested is None:
-        return base
-    if isinstance(requested, dict):
-        return _resolve(Context(**requested), base)
-    key = (id(requested), id(base))
-    with _resolved_lock:
-        hit = _resolved.get(key)
-    if hit is not None and hit[0] is requested and hit[1] is base:
-        return hit[2]
-    settings = _resolve(requested, base)
-    with _resolved_lock:  # the entry holds both objects, so their ids cannot be reused while it is here
-        _resolved[key] = (requested, base, settings)
-        while len(_resolved) > RESOLVED_KEPT:
-            _resolved.popitem(last=False)
-    return settings
-
-
-RESOLVED_KEPT = 64  # (run context, operator settings) pairs remembered: a server's concurrent runs, say
-_resolved: OrderedDict[tuple[int, int], tuple[Context, Context, Context]] = OrderedDict()
-_resolved_lock = threading.Lock()
-
-
-def _resolve(requested: Context, base: Context) -> Context:
-    chosen = {name: getattr(requested, name) for name in requested.model_fields_set}
-    refused = []
-    for name, value in chosen.items():
-        field = Context.model_fields[name]
-        if name in OPERATOR_SETTINGS and name not in base.allow_per_run and value not in (getattr(base, name),
-                                                                                          field.default):
-            refused.append(name)
-    if refused:
-        names = ", ".join(sorted(refused))
-        raise SettingsError(f"{names} {'are operator settings' if len(refused) > 1 else 'is an operator setting'}: "
-                            "a run may not choose it; the deployment sets it in the environment "
-                            f"(SELFCRAG_{sorted(refused)[0].upper()}) or with build_graph(settings=...)")
-    updates = {n: v for n, v in chosen.items() if n not in OPERATOR_SETTINGS or n in base.allow_per_run}
-    for name, value in updates.items():
-        if (cap := _tag(name, "cap")) and value > getattr(base, cap):
-            raise SettingsError(f"{name}={value} is above this deployment's cap of {getattr(base, cap)} "
-                                f"({cap}, SELFCRAG_{cap.upper()})")
-    return Context(**{**base.model_dump(), **updates}) if updates else base
-
-
-def looser_bar(asked: Context, floor: Context) -> list[str]:
-    """Where `asked` would show an answer that `floor` would hold for a person, one phrase each (empty: as strict
-    or stricter everywhere): an active minimum lower (domain, risk and the overrides make them: `thresholds()`),
-    answers shown from a lower confidence (the plain-answer minimum less `caveat_band`: below it a draft is held),
-    a narrower `review_band` or a wider `review_spread`. With human review on, a client's run may raise the
-    operator's bar, never lower it (selfcrag/auth.py refuses such a run in one line)."""
-    mine, theirs = asked.thresholds(), floor.thresholds()
-    looser = [f"{OVERRIDES[name]} {getattr(mine, name)} < {getattr(theirs, name)}" for name in OVERRIDES
-              if getattr(mine, name) < getattr(theirs, name)]  # fmt: skip
-    shown, held = round(mine.overall - asked.caveat_band, 4), round(theirs.overall - floor.caveat_band, 4)
-    if shown < held:
-        looser.append(f"answers shown from confidence {shown} < {held} (min_confidence less caveat_band)")
-    if asked.review_band < floor.review_band:  # a narrower close-call band sends fewer answers to a person
-        looser.append(f"review_band {asked.review_band} < {floor.review_band}")
-    if asked.review_spread > floor.review_spread:
-        looser.append(f"review_spread {asked.review_spread} > {floor.review_spread}")
-    return looser
-
-class OperatorSettings:
-    """The operator's settings as `Context.from_env(**fixed)` gives them, made again only when a `SELFCRAG_`
-    environment variable changed: the graph asks at every step, and `from_env` costs ~0.25 ms (61 environment
-    look-ups, most of them misses, and a validation), about 5 ms of a warm offline question's CPU. The variables
-    are still read at every step (one pass over the environment, ~50 us), so a change between runs is seen."""
-
-    def __init__(self, fixed: dict[str, Any] | None = None) -> None:
-        self.fixed = dict(fixed or {})
-        self._made: tuple[tuple[tuple[str, str], ...], Context] | None = None
-
-    def __call__(self) -> Context:
-        environment = tuple(item for item in os.environ.items() if item[0].startswith(ENV_PREFIX))
-        made = self._made
-        if made is not None and made[0] == environment:
-            return made[1]
-        settings = Context.from_env(**self.fixed)  # an error is raised, never remembered
-        self._made = (environment, settings)
-        return settings
-
-
-def settings_of(runtime_context: Context | dict[str, Any] | None) -> Context:
-    """The settings inside a node or a route. In a graph from `build_graph` they were resolved already against
-    the operator's settings; a node function called on its own (unit tests) resolves against the environment."""
-    if isinstance(runtime_context, Context):
-        return runtime_context
-    return resolve(runtime_context, Context.from_env())

@@ -35,7 +35,7 @@ from langgraph.runtime import Runtime
 
 from selfcrag import routing
 from selfcrag.backend import Components, auto_components, model_components
-from selfcrag.context import Context, OperatorSettings, resolve
+from selfcrag.context import Context
 from selfcrag.nodes import (
     adopt_draft,
     bounded,
@@ -60,6 +60,7 @@ from selfcrag.nodes.speculate import model_backend
 from selfcrag.setting_names import check_configurable
 from selfcrag.state import InputState, OutputState, State
 from selfcrag.tool import SelfCragGraph
+from selfcrag.trust_boundary import OperatorSettings, resolve
 
 if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
     from langchain_core.language_models import BaseChatModel

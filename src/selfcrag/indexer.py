@@ -22,13 +22,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from selfcrag.context import Context, resolve
+from selfcrag.context import Context
 from selfcrag.errors import IngestError
 from selfcrag.graph import operator_settings
 from selfcrag.knowledge.embeddings import embedder_for
 from selfcrag.knowledge.ingestion import ingest
 from selfcrag.knowledge.loaders import Limits
 from selfcrag.setting_names import check_configurable
+from selfcrag.trust_boundary import resolve
 
 NAME = "selfcrag-indexer"  # of the compiled graph, as traces show it
 

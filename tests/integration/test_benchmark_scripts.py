@@ -96,3 +96,16 @@ def test_eval_datasets_keeps_a_model_run_apart_and_resumes_it(tmp_path):
     run = json.loads((model_run / "metrics.json").read_text())["run"]
     assert run["records_resumed"] == 1 and run["command"].endswith("--resume") and run["commit"]
     assert {p.name: p.read_bytes() for p in (results / "eval_hotpotqa").iterdir()} == offline  # untouched
+
+
+def test_ungrounded_drafts_trial_judges_the_committed_records(tmp_path):
+    """Withheld against scored from the records committed under benchmarks/results (a fit each, no graph runs)."""
+    out = tmp_path / "trial.json"
+    done = script(str(BENCHMARKS / "ungrounded_drafts_trial.py"), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["questions"]["withheld"] == result["questions"]["scored"] > 0
+    for mode in ("withheld", "scored"):
+        assert set(result[mode]["sources"]) == {"squad", "halueval"}
+        floor = result[mode]["sources"]["squad"]["fit_at_general_floor"]
+        assert floor["right"] + floor["wrong"] <= result[mode]["sources"]["squad"]["runs"]["questions"]

@@ -255,8 +255,8 @@ def test_the_operator_key_goes_only_where_it_was_configured_to(monkeypatch, env,
 
 
 def test_the_run_deadlines_are_operator_settings_a_run_cannot_open():
-    from selfcrag.context import resolve
     from selfcrag.errors import SettingsError
+    from selfcrag.trust_boundary import resolve
 
     base = Context(run_timeout=60)
     with pytest.raises(SettingsError, match="run_timeout is an operator setting"):

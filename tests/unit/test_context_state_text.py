@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.errors import WebSearchError
 from selfcrag.state import add_steps
 from selfcrag.text.text import content_words, numbers, split_sentences, words
+from selfcrag.trust_boundary import settings_of
 from selfcrag.web_search import TavilyWebSearch
 
 

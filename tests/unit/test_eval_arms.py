@@ -9,11 +9,12 @@ from pathlib import Path
 
 from selfcrag import build_graph
 from selfcrag.backend import offline_components
-from selfcrag.context import Context, resolve
+from selfcrag.context import Context
 from selfcrag.evaluation.run import Systems, evaluate
 from selfcrag.knowledge.documents import chunk_documents, load_documents
 from selfcrag.knowledge.embeddings import default_embedder
 from selfcrag.knowledge.retrieval import HybridIndex
+from selfcrag.trust_boundary import resolve
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "sample_questions.jsonl"
 

@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("selfcrag.contract", "selfcrag.state", "selfcrag.endpoints", "selfcrag.home",
      "selfcrag.setting_names"),  # shared types; env facts; which setting names exist
     ("selfcrag.quality",),  # checks and scores over text and those types; the presets and calibration settings load
-    ("selfcrag.context", "selfcrag.prompts", "selfcrag.ledger", "selfcrag.chat"),  # settings, and what reads them
+    ("selfcrag.context", "selfcrag.trust_boundary", "selfcrag.prompts", "selfcrag.ledger",
+     "selfcrag.chat"),  # settings, what a run may change of them, and what reads them
     ("selfcrag.store",),  # what lasts between runs: the database, run records, the review queue, leases
     ("selfcrag.knowledge",),  # the index: build, store, load, search
     ("selfcrag.offline",),  # the deterministic reasoner (reads stored vectors through knowledge)

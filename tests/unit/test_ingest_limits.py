@@ -24,7 +24,7 @@ def test_the_caps_are_operator_settings_with_environment_fallbacks(monkeypatch):
     limits = loaders.Limits.from_env()
     assert limits.file_bytes == 1234 and limits.document_chars == Context().max_ingest_document_chars
     with pytest.raises(ValueError, match="an operator setting"):
-        from selfcrag.context import resolve
+        from selfcrag.trust_boundary import resolve
 
         resolve({"max_ingest_file_bytes": 5}, Context())
 

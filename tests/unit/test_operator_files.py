@@ -10,10 +10,11 @@ import os
 import pytest
 
 from selfcrag import build_graph
-from selfcrag.context import Context, resolve
+from selfcrag.context import Context
 from selfcrag.errors import CalibrationError, SettingsError
 from selfcrag.quality import calibration
 from selfcrag.quality.calibration import load, shipped
+from selfcrag.trust_boundary import resolve
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""With human review on, a client's run may raise the operator's quality bar, never lower it (context.looser_bar,
+"""With human review on, a client's run may raise the operator's quality bar, never lower it (trust_boundary.looser_bar,
 applied by selfcrag/auth.py). Each setting that decides whether an answer is shown without a person is tried both
 ways, and the domain and risk count through the minimums they make."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from selfcrag.context import Context, looser_bar
+from selfcrag.context import Context
+from selfcrag.trust_boundary import looser_bar
 
 OPERATOR = Context(domain="customer_service", caveat_band=0.1, review_band=0.05, review_spread=0.3)
 BAR = {"domain", "caveat_band", "review_band", "review_spread"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from selfcrag import Context, build_graph
-from selfcrag.context import NEVER_PER_RUN, OPERATOR_SETTINGS, resolve
+from selfcrag.context import NEVER_PER_RUN, OPERATOR_SETTINGS
 from selfcrag.errors import SettingsError
+from selfcrag.trust_boundary import resolve
 
 OPERATOR = Context(index_dir="/srv/index", base_url="http://models.internal/v1", cap_k=8)
 
@@ -94,7 +95,7 @@ def test_the_graph_refuses_before_any_step_runs():
 def test_operator_settings_are_made_once_and_again_when_the_environment_changes(monkeypatch):
     """The graph asks for the operator's settings at every step: the same object while no SELFCRAG_ variable
     changed, new ones (read from the environment) as soon as one did, and a bad environment refused each time."""
-    from selfcrag.context import OperatorSettings
+    from selfcrag.trust_boundary import OperatorSettings
 
     monkeypatch.setenv("SELFCRAG_K", "4")
     operator = OperatorSettings({"cap_k": 9})

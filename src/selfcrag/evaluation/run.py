@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.backend import Components, auto_components
-from selfcrag.context import Context, resolve
+from selfcrag.context import Context
 from selfcrag.endpoints import model_configured
 from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
@@ -38,6 +38,7 @@ from selfcrag.evaluation.signals import graph_signals, node_faults, retrieval_si
 from selfcrag.graph import build_graph
 from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
 from selfcrag.quality.calibration import for_settings
+from selfcrag.trust_boundary import resolve
 
 SYSTEMS = ("selfcrag", "plain")
 # Output keys a record already holds at its top level; `detail` keeps the rest of the output.

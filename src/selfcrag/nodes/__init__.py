@@ -8,11 +8,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.contract import ModelUse
 from selfcrag.ledger import ledger_of
 from selfcrag.llm.calls import run_limits
 from selfcrag.state import State
+from selfcrag.trust_boundary import settings_of
 
 
 def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]]) -> Any:  # Any: what add_node accepts

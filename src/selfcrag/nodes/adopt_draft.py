@@ -10,12 +10,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.speculate import discard_reason
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
+from selfcrag.trust_boundary import settings_of
 
 
 def make(components: Components) -> NodeFunction:

@@ -15,13 +15,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.offline.contextualize import carry_subject, depends_on_thread
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.sanitize import clean_text
+from selfcrag.trust_boundary import settings_of
 
 
 def make(components: Components) -> NodeFunction:

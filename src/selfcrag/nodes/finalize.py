@@ -11,7 +11,7 @@ from langgraph.types import Overwrite
 from selfcrag import review_case, routing
 from selfcrag.backend import Components
 from selfcrag.chat import close_run
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.language import Language, language_of
 from selfcrag.ledger import forget, ledger_of
 from selfcrag.nodes.prepare import recent_messages
@@ -23,6 +23,7 @@ from selfcrag.routing import question_unreadable
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
 from selfcrag.text.terms import coverage, join_pairs, question_terms
+from selfcrag.trust_boundary import settings_of
 
 
 def degraded(state: State, node: str) -> bool:

@@ -10,13 +10,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components, component_for
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
 from selfcrag.offline.drafting import RunEvidence, write_draft
 from selfcrag.progress import emit
 from selfcrag.state import NodeFunction, State
+from selfcrag.trust_boundary import settings_of
 
 
 def run_evidence(state: State) -> RunEvidence:

@@ -14,9 +14,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.quality.drafts import showable, snapshot
 from selfcrag.state import NodeFunction, State
+from selfcrag.trust_boundary import settings_of
 
 
 def make(components: Components) -> NodeFunction:

@@ -16,12 +16,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.contract import Turn
 from selfcrag.errors import EmptyQuestionError, QuestionError
 from selfcrag.ledger import open_run
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.sanitize import clean_text
+from selfcrag.trust_boundary import settings_of
 
 
 def raw_question(state: State) -> str:

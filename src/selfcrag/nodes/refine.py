@@ -9,12 +9,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.nodes import model_notes, spent
 from selfcrag.offline.refine import accumulate
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.terms import terms_of
 from selfcrag.text.text import STOPWORDS, term, words
+from selfcrag.trust_boundary import settings_of
 
 
 def second_hops(state: State, kept: set[str]) -> dict[str, str]:

@@ -12,11 +12,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.ledger import ledger_of
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State
+from selfcrag.trust_boundary import settings_of
 
 RANKS = ("vector_rank", "keyword_rank")  # each retriever's rank of a passage, kept in the trace for calibration
 

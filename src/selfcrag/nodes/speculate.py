@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components, component_for
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.contract import Strip
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.prepare import history_from
@@ -23,6 +23,7 @@ from selfcrag.prompts.evidence import doc_labels
 from selfcrag.routing import after_refine
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.redaction import redact
+from selfcrag.trust_boundary import settings_of
 
 
 def model_backend(components: Components, settings: Context) -> bool:

@@ -11,12 +11,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.nodes import model_notes, spent
 from selfcrag.nodes.finalize import most_confident
 from selfcrag.quality.confidence import used_strips
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.terms import strip_citations
+from selfcrag.trust_boundary import settings_of
 
 
 def make(components: Components) -> NodeFunction:

@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
-from selfcrag.context import Context, settings_of
+from selfcrag.context import Context
 from selfcrag.errors import WebSearchError
 from selfcrag.ledger import ledger_of
 from selfcrag.nodes import model_notes, spent
@@ -19,6 +19,7 @@ from selfcrag.offline.refine import accumulate
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State
+from selfcrag.trust_boundary import settings_of
 
 
 def make(components: Components) -> NodeFunction:

@@ -11,11 +11,13 @@ groundedness check passed, or, with a calibration fitted on them, any draft it d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from selfcrag.context import Context
 from selfcrag.quality.calibration import for_settings
 from selfcrag.state import State
+
+if TYPE_CHECKING:
+    from selfcrag.context import Context
 
 # What a draft's confidence and its finalize decision read that later rounds overwrite.
 DRAFT_KEYS = ("answer", "citations", "knowledge", "groundedness", "grounded", "vetoed", "answer_relevance",
