@@ -4,7 +4,8 @@
                                                    [--out src/selfcrag/data/calibration/offline.json]
                                                    [--presets src/selfcrag/data/presets.json] [--records FILE]
                                                    [--model provider:model | --verifier provider:model
-                                                    --verifier-url URL]
+                                                    --verifier-url URL] [--ungrounded-drafts scored]
+                                                   [--set NAME=VALUE ...]
 
 Two source domains, so the fit is not one dataset's habits:
 - SQuAD 2.0: the dev sample (200 questions) and N answerable + N unanswerable other questions of its 8 articles,
@@ -91,9 +92,11 @@ def halueval_questions(folder: Path, work: Path, size: int | None = None) -> tup
 
 def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: Path, model: str = "",
                keep: Path | None = None, origin: dict[str, Any] | None = None,
-               verifier: tuple[str, str] = ("", ""), calibration: str = "") -> list[dict[str, Any]]:  # fmt: skip
+               verifier: tuple[str, str] = ("", ""), calibration: str = "",
+               settings: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every question through the graph (offline, or the model backend with `model`; with the `calibration` file
-    when one is named) and plain RAG, on its corpus's (cached) index: one record per system. With `keep`, each
+    when one is named, and `settings` over the defaults) and plain RAG, on its corpus's (cached) index: one record
+    per system. With `keep`, each
     record is appended there as it is made, and the records it already holds are not made again: a model run takes
     hours and may span sessions, and a rerun of the graph alone (a change plain RAG does not see) reuses plain's."""
     from selfcrag.cli import _questions_index
@@ -109,6 +112,7 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     operator["backend"] = "model" if model else "offline"
     if calibration:
         operator["calibration"] = calibration
+    operator.update(settings or {})
     systems = Systems.build({k: v for k, v in operator.items() if v is not None}, {})
     loaded = load_questions(file)
     asked = {q["id"] for q in loaded}  # a smaller rerun fits exactly its own questions
@@ -194,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="which drafts the runs may show and the fit is for (quality/calibration.py): `scored` keeps "
                      "drafts the groundedness check did not pass as candidates, so the fit weighs groundedness "
                      "instead of the check gating alone (for a weak checker, e.g. a small model's)")
+    cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a setting for both systems' runs (repeatable), e.g. --set strip_sentences=20: a trial "
+                     "of a setting on the tuning questions, named in every record's command")
     cli.add_argument("--with-question-wording", action="store_true",
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
@@ -232,9 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     backend_file = shipped("model" if args.model else "offline", verifier=bool(args.verifier))
     calibration = str(with_mode(backend_file, args.ungrounded_drafts, work)) if args.ungrounded_drafts != "withheld" \
         else ""
+    settings = dict(item.split("=", 1) for item in args.set if "=" in item)
+    if len(settings) != len(args.set):
+        cli.error("--set takes NAME=VALUE")
     records = [r for name, (questions, corpus) in sources.items()
                for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin,
-                                   (args.verifier, args.verifier_url), calibration)]  # fmt: skip
+                                   (args.verifier, args.verifier_url), calibration, settings)]  # fmt: skip
     rows = rows_of(records)
     plain = plain_counts(records, sources)
     # A feature is taken only if the general cost's floor then withholds no more right answers (`select`).
@@ -250,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:  # the graph's runs may come from an earlier commit than this fit: say so
         wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
     for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model),
-                        ("--verifier", args.verifier), ("--ungrounded-drafts", calibration and args.ungrounded_drafts)):
+                        ("--verifier", args.verifier), ("--ungrounded-drafts", calibration and args.ungrounded_drafts),
+                        *(("--set", item) for item in args.set)):
         wording += f" {flag} {value}" if value else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample{f' (first {args.sample})' if args.sample else ''} + {args.per_class}+{args.per_class} of its "
@@ -289,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                "cpu_seconds": cpu, "questions": command, **run_origin}
     name = (f"calibration_fit_{model_slug(args.model)}" if args.model else
             f"calibration_fit_verifier-{model_slug(args.verifier)}" if args.verifier else "calibration_fit")
-    name += ("" if args.ungrounded_drafts == "withheld" else f"_{args.ungrounded_drafts}") + ".json"
+    name += ("" if args.ungrounded_drafts == "withheld" else f"_{args.ungrounded_drafts}")
+    name += "".join(f"_{key}-{value}" for key, value in settings.items()) + ".json"  # a trial beside the fit
     (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -1,16 +1,16 @@
 """Withheld or scored: the groundedness check as a gate, or as one feature of the calibration, judged on the same
 tuning questions from the records of two `calibration_fit.py` runs (no graph runs here).
 
-    .venv/bin/python benchmarks/ungrounded_drafts_trial.py
-        [--withheld benchmarks/results/calibration_fit_model_records.jsonl]
-        [--scored benchmarks/results/calibration_fit_model_scored_records.jsonl]
+    .venv/bin/python benchmarks/ungrounded_drafts_trial.py [--arm NAME=RECORDS ...] [--out FILE]
 
-`--withheld` holds runs whose calibration withheld every draft the check did not pass; `--scored`, runs of
-`calibration_fit.py --ungrounded-drafts scored`, which kept them as candidates. Only the questions both files hold
-for both systems are compared, and plain RAG's figures are each file's own (the same model and prompt). For each
-mode, per tuning source (SQuAD dev sample, HaluEval):
+By default two arms: `withheld` (benchmarks/results/calibration_fit_model_records.jsonl), runs whose calibration
+withheld every draft the check did not pass, and `scored` (calibration_fit_model_scored_records.jsonl), runs of
+`calibration_fit.py --ungrounded-drafts scored`, which kept them as candidates. `--arm` names other record files of
+`calibration_fit.py` runs instead (e.g. a `--set` trial). Only the questions every file holds for both systems are
+compared, and plain RAG's figures are each file's own (the same model and prompt). For each arm, per tuning source
+(SQuAD dev sample, HaluEval):
 - what the runs showed, with the calibration they ran with: right and wrong shown, effective reliability Phi_1;
-- a fit on that mode's runs (features chosen as `calibration_fit.py` chooses them), and at the general cost's floor,
+- a fit on that arm's runs (features chosen as `calibration_fit.py` chooses them), and at the general cost's floor,
   on its cross-validated probabilities: right and wrong shown, Phi_1, right answers and unanswerable questions
   answered against plain's (the issue's bar, on tuning data), and the fit's grouped-CV AUROC;
 - plain RAG's right answers the graph did not show, by why.
@@ -32,15 +32,17 @@ from eval_datasets import RESULTS, load_jsonl  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 SYSTEMS = ("selfcrag", "plain")
+DEFAULT_ARMS = {"withheld": str(RESULTS / "calibration_fit_model_records.jsonl"),
+                "scored": str(RESULTS / "calibration_fit_model_scored_records.jsonl")}
 
 
 def common(files: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
     """Each file's records of the questions every file holds for both systems."""
-    loaded = {mode: load_jsonl(path) for mode, path in files.items()}
+    loaded = {arm: load_jsonl(path) for arm, path in files.items()}
     held = [{(r["source"], r["id"]) for r in records if r["system"] == system}
             for records in loaded.values() for system in SYSTEMS]  # fmt: skip
     both = set.intersection(*held)
-    return {mode: [r for r in records if (r["source"], r["id"]) in both] for mode, records in loaded.items()}
+    return {arm: [r for r in records if (r["source"], r["id"]) in both] for arm, records in loaded.items()}
 
 
 def shown(records: list[dict[str, Any]], source: str) -> dict[str, Any]:
@@ -70,29 +72,32 @@ def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("--withheld", type=Path, default=RESULTS / "calibration_fit_model_records.jsonl")
-    cli.add_argument("--scored", type=Path, default=RESULTS / "calibration_fit_model_scored_records.jsonl")
+    cli.add_argument("--arm", action="append", default=[], metavar="NAME=RECORDS",
+                     help="an arm and its records file (repeatable); default withheld and scored")
     cli.add_argument("--out", type=Path, default=RESULTS / "ungrounded_drafts_trial.json")
     args = cli.parse_args(argv)
     origin = provenance(argv, __file__)
-    records = common({"withheld": args.withheld, "scored": args.scored})
-    results = {mode: judged(found) for mode, found in records.items()}
-    print(f"{'mode':<9}{'source':<10}{'n':>4} | runs: {'right':>5}{'wrong':>6}{'Phi1':>7} | fit at the general floor: "
+    arms = dict(item.split("=", 1) for item in args.arm if "=" in item) or DEFAULT_ARMS
+    if len(arms) < 2 or (args.arm and len(arms) != len(args.arm)):
+        cli.error("--arm takes NAME=RECORDS, at least two of them")
+    records = common({name: Path(path) for name, path in arms.items()})
+    results = {arm: judged(found) for arm, found in records.items()}
+    print(f"{'arm':<9}{'source':<10}{'n':>4} | runs: {'right':>5}{'wrong':>6}{'Phi1':>7} | fit at the general floor: "
           f"{'right':>5}{'wrong':>6}{'Phi1':>7}{'plain':>7}{'right/plain':>12}{'unans./plain':>13} | {'AUROC':>5}")
-    for mode, result in results.items():
+    for arm, result in results.items():
         for source, figures in result["sources"].items():
             runs, floor = figures["runs"], figures["fit_at_general_floor"]
             ratios = [("—" if floor[k] is None else f"{floor[k]:.2f}") for k in ("right_vs_plain",
                                                                               "unanswerable_vs_plain")]
-            print(f"{mode:<9}{source:<10}{runs['questions']:>4} | {'':>6}{runs['right']:>5}{runs['wrong']:>6}"
+            print(f"{arm:<9}{source:<10}{runs['questions']:>4} | {'':>6}{runs['right']:>5}{runs['wrong']:>6}"
                   f"{runs['phi_1']:>+7.3f} | {'':>25}{floor['right']:>5}{floor['wrong']:>6}{floor['phi_1']:>+7.3f}"
                   f"{floor['plain_phi_1']:>+7.3f}{ratios[0]:>12}{ratios[1]:>13} | "
                   f"{result['cross_validation']['auroc']:>5.3f}")
-        print(f"{mode}: features {', '.join(result['features'])}; plain's right answers not shown, by why: "
+        print(f"{arm}: features {', '.join(result['features'])}; plain's right answers not shown, by why: "
               f"{result['plain_right_withheld']}")
     out = args.out
-    body = {**origin, "withheld_records": args.withheld.name, "scored_records": args.scored.name,
-            "questions": {mode: sum(1 for r in found if r["system"] == "selfcrag") for mode, found in records.items()},
+    body = {**origin, "records": {name: Path(path).name for name, path in arms.items()},
+            "questions": {arm: sum(1 for r in found if r["system"] == "selfcrag") for arm, found in records.items()},
             **results}  # fmt: skip
     out.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
