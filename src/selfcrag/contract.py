@@ -55,6 +55,10 @@ class Strip(TypedDict):
     source: str
     text: str
     score: float  # relevance of the strip to the question, [0, 1]
+    # Where it sits in its passage, in sentences (end exclusive), so prompts can show a document's strips in
+    # reading order; absent for a whole passage or a web result.
+    start: NotRequired[int]
+    end: NotRequired[int]
 
 
 class Turn(TypedDict):

@@ -14,8 +14,9 @@ mode, so the layer falls back to that plain prompt), and a prompt without one is
 
 - relevance: `correct` when `relevant(question, passage)` (default: the passage covers over half of the question's
   content words), else `incorrect`; refinement keeps the relevant strips
-- generation: the first sentence of the first relevant evidence block, cited `[doc_N]`; `INSUFFICIENT` when none
-  is relevant; or `answer` (a fixed text, or a function of question and evidence) when given
+- generation: the sentence of the first relevant evidence block that covers most of the question, cited
+  `[doc_N]`; `INSUFFICIENT` when none is relevant; or `answer` (a fixed text, or a function of question and
+  evidence) when given
 - groundedness: every statement grounded, except those containing one of `unsupported`
 - answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline; the route:
   `direct` for conversation as the offline router reads it, else `retrieve`
@@ -126,7 +127,10 @@ class FakeChatModel(BaseChatModel):
             return self.answer(question, evidence)
         for ident, text in evidence:
             if self.relevant(question, text):
-                sentence = split_sentences(text.split("\n...\n")[0])[0].rstrip(".")
+                # Evidence shows a document's strips in reading order, so the best sentence need not come first.
+                terms = question_terms(question)
+                sentences = split_sentences(text.replace("\n...\n", "\n")) or [text]
+                sentence = max(sentences, key=lambda s: coverage(terms, s)[0]).rstrip(".")  # first on a tie
                 return f"{sentence} [{ident}]."
         return "INSUFFICIENT: the evidence does not cover the question"
 

@@ -937,3 +937,21 @@ def test_an_embedder_without_a_name_gets_no_stored_vectors() -> None:
 
     # Its vectors could not be told from another nameless model's: nothing to store, nothing to look up.
     assert HybridIndex.build(kb_chunks(), Nameless()).text_vectors is None  # type: ignore[arg-type]
+
+
+def test_prompts_show_a_documents_strips_in_reading_order_and_run_neighbours_together():
+    from selfcrag.llm.refiner import strips_of
+    from selfcrag.prompts.evidence import doc_labels, evidence_blocks
+
+    passage = {"id": "a#0", "doc_id": "a", "title": "A", "source": "a.md", "score": 0.5,
+               "text": "One came first. Two came next. Three was third. Four was fourth. Five was last."}
+    one_two, three_four, five = strips_of([passage], 2)
+    assert (one_two["start"], one_two["end"], five["start"], five["end"]) == (0, 2, 4, 5)
+    best_first = [five, one_two, three_four]  # as the refiner ranks them
+    assert "One came first. Two came next. Three was third. Four was fourth. Five was last." in evidence_blocks(
+        best_first, doc_labels(best_first))
+    gap = [five, one_two]
+    assert "One came first. Two came next.\n...\nFive was last." in evidence_blocks(gap, doc_labels(gap))
+    whole = [{**five, "start": None}, one_two]  # a strip without a place keeps the order it was given
+    whole[0].pop("start")
+    assert "Five was last.\n...\nOne came first." in evidence_blocks(whole, doc_labels(whole))

@@ -20,8 +20,9 @@ from selfcrag.contract import Passage, Refinement, Strip
 from selfcrag.llm.structured import Score, ask
 from selfcrag.offline.refine import MIN_STRIP_SCORE, RELATIVE_FLOOR, STRIP_SIM_WEIGHT
 from selfcrag.prompts import grading as prompts
+from selfcrag.text import cuts
 from selfcrag.text.terms import coverage, question_terms
-from selfcrag.text.text import approx_tokens, split_sentences
+from selfcrag.text.text import approx_tokens
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -40,13 +41,14 @@ class StripChoice(BaseModel):
 
 
 def strips_of(passages: list[Passage], size: int) -> list[Strip]:
-    """Each passage cut into strips of `size` sentences (scored later)."""
+    """Each passage cut into strips of `size` sentences (scored later), each with its place in the passage."""
     strips = []
     for p in passages:
-        sentences = split_sentences(p["text"]) or [p["text"]]
-        for i in range(0, len(sentences), max(1, size)):
-            strips.append(Strip(id=p["id"], doc_id=p["doc_id"], title=p["title"], source=p["source"],
-                                text=" ".join(sentences[i : i + size]), score=p["score"]))  # fmt: skip
+        start = 0
+        for text, sentences in cuts.strips_of(p["text"], size):
+            strips.append(Strip(id=p["id"], doc_id=p["doc_id"], title=p["title"], source=p["source"], text=text,
+                                score=p["score"], start=start, end=start + len(sentences)))  # fmt: skip
+            start += len(sentences)
     return strips
 
 

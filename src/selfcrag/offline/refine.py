@@ -25,14 +25,15 @@ MIN_STRIP_SCORE = 0.2  # below this a strip is off-topic whatever the others sco
 RELATIVE_FLOOR = 0.5  # ... and a strip scoring under half the best one only adds noise
 
 
-def _fit(sentences: list[str], budget: int) -> str:
-    """The leading sentences that fit the budget (a strip longer than the whole budget is cut, not lost)."""
+def _fit(sentences: list[str], budget: int) -> tuple[str, int]:
+    """The leading sentences that fit the budget, and how many they are (a strip longer than the whole budget is
+    cut, not lost: 0 when even its first sentence had to be cut)."""
     kept: list[str] = []
     for sentence in sentences:
         if approx_tokens(" ".join([*kept, sentence])) > budget:
             break
         kept.append(sentence)
-    return " ".join(kept) if kept else " ".join(" ".join(sentences).split()[:budget])
+    return (" ".join(kept), len(kept)) if kept else (" ".join(" ".join(sentences).split()[:budget]), 0)
 
 
 class StripRefiner:
@@ -41,18 +42,19 @@ class StripRefiner:
 
     def refine(self, question: str, passages: list[Passage], settings: Context) -> Refinement:
         size = settings.strip_sentences
-        candidates = [(p, text, group) for p in passages for text, group in strips_of(p["text"], size)]
+        candidates = [(p, text, group, j * size) for p in passages
+                      for j, (text, group) in enumerate(strips_of(p["text"], size))]  # fmt: skip
         if not candidates:
             return Refinement(strips=[])
-        texts = [text for _, text, _ in candidates]
-        sentences = [s for _, _, group in candidates for s in group]
+        texts = [text for _, text, _, _ in candidates]
+        sentences = [s for _, _, group, _ in candidates for s in group]
         embedder = for_run(self.embedder, settings)
         vectors = embed(embedder, [question, *texts, *sentences], stored_for_run(self.embedder, settings))
         q, strip_vecs, sentence_sims = vectors[0], vectors[1 : len(texts) + 1], vectors[len(texts) + 1 :] @ vectors[0]
         terms = question_terms(question)
         scored: list[tuple[float, int]] = []
         start = 0
-        for i, (_, _, group) in enumerate(candidates):
+        for i, (_, _, group, _) in enumerate(candidates):
             # A strip is as relevant as its best sentence: one answering sentence beside a filler one counts.
             similarity = max(float(strip_vecs[i] @ q), float(np.max(sentence_sims[start : start + len(group)])))
             start += len(group)
@@ -66,14 +68,17 @@ class StripRefiner:
         for rank, (score, i) in enumerate(scored):
             if len(strips) >= settings.max_strips or (score < floor and rank > 0):
                 break  # the best strip is always kept: the passages were graded relevant enough to refine
-            passage, text, group = candidates[i]
+            passage, text, group, first = candidates[i]
+            whole = len(group)
             if used + approx_tokens(text) > settings.strip_token_budget:
                 if strips:
                     continue  # a shorter, lower-ranked strip may still fit
-                text = _fit(group, settings.strip_token_budget)
+                text, whole = _fit(group, settings.strip_token_budget)
             used += approx_tokens(text)
+            # `end` counts whole sentences only, so the next strip never runs on from a cut one
             strips.append(Strip(id=passage["id"], doc_id=passage["doc_id"], title=passage["title"],
-                                source=passage["source"], text=text, score=round(score, 4)))
+                                source=passage["source"], text=text, score=round(score, 4), start=first,
+                                end=first + whole))  # fmt: skip
         return Refinement(strips=strips)
 
 

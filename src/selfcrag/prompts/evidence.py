@@ -45,15 +45,34 @@ def doc_labels(strips: Iterable[Strip]) -> dict[str, str]:
     return labels
 
 
-def evidence_blocks(strips: list[Strip], labels: dict[str, str]) -> str:
-    """One <evidence> block per document (its strips joined), in label order."""
-    texts: dict[str, list[str]] = {}
-    titles: dict[str, str] = {}
+def reading_order(strips: list[Strip]) -> str:
+    """One document's strips as its text reads: each passage's strips by position (passages in the order they
+    first appear), strips that follow on from each other run together, and a gap shows as "...". Strips come
+    best first, which scrambles a passage's sentences: a small model then joins facts that the text keeps apart.
+    Strips without a position (a whole passage, a web result) keep the order given."""
+    passages: dict[str, list[Strip]] = {}
     for strip in strips:
-        texts.setdefault(strip["doc_id"], []).append(strip["text"])
-        titles.setdefault(strip["doc_id"], strip["title"])
-    ordered = sorted(texts, key=lambda doc_id: int(labels[doc_id].split("_")[1]))
-    return "\n".join(block("evidence", labels[d], "\n...\n".join(texts[d]), titles[d]) for d in ordered)
+        passages.setdefault(strip["id"], []).append(strip)
+    parts: list[str] = []
+    for group in passages.values():
+        placed = all("start" in s and "end" in s for s in group)
+        previous_end = None
+        for strip in sorted(group, key=lambda s: s["start"]) if placed else group:
+            if placed and parts and strip["start"] == previous_end:
+                parts[-1] += " " + strip["text"]
+            else:
+                parts.append(strip["text"])
+            previous_end = strip.get("end")
+    return "\n...\n".join(parts)
+
+
+def evidence_blocks(strips: list[Strip], labels: dict[str, str]) -> str:
+    """One <evidence> block per document (its strips in reading order), in label order."""
+    grouped: dict[str, list[Strip]] = {}
+    for strip in strips:
+        grouped.setdefault(strip["doc_id"], []).append(strip)
+    ordered = sorted(grouped, key=lambda doc_id: int(labels[doc_id].split("_")[1]))
+    return "\n".join(block("evidence", labels[d], reading_order(grouped[d]), grouped[d][0]["title"]) for d in ordered)
 
 
 def compress(strips: list[Strip], budget: int, mode: str = "local") -> list[Strip]:
