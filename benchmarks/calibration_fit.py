@@ -5,7 +5,7 @@
                                                    [--presets src/selfcrag/data/presets.json] [--records FILE]
                                                    [--model provider:model | --verifier provider:model
                                                     --verifier-url URL] [--ungrounded-drafts scored]
-                                                   [--set NAME=VALUE ...]
+                                                   [--set NAME=VALUE ...] [--trial NAME]
 
 Two source domains, so the fit is not one dataset's habits:
 - SQuAD 2.0: the dev sample (200 questions) and N answerable + N unanswerable other questions of its 8 articles,
@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a setting for both systems' runs (repeatable), e.g. --set strip_sentences=20: a trial "
                      "of a setting on the tuning questions, named in every record's command")
+    cli.add_argument("--trial", default="", metavar="NAME",
+                     help="a trial of a code change on the tuning questions: its summary is written beside the "
+                     "fit's as ..._NAME.json, never over it (--set names its file by its settings)")
     cli.add_argument("--with-question-wording", action="store_true",
                      help="let the fit take the features that count the question's words (QUESTION_WORDING)")
     args = cli.parse_args(argv)
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         wording += f" --records {args.records.name} ({'reused' if reused else 'written'})"
     for flag, value in (("--sample", args.sample), ("--halueval", args.halueval), ("--model", args.model),
                         ("--verifier", args.verifier), ("--ungrounded-drafts", calibration and args.ungrounded_drafts),
-                        *(("--set", item) for item in args.set)):
+                        *(("--set", item) for item in args.set), ("--trial", args.trial)):
         wording += f" {flag} {value}" if value else ""
     command = (f"benchmarks/calibration_fit.py --per-class {args.per_class} --seed {args.seed}{wording} (SQuAD: dev "
                f"sample{f' (first {args.sample})' if args.sample else ''} + {args.per_class}+{args.per_class} of its "
@@ -301,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     name = (f"calibration_fit_{model_slug(args.model)}" if args.model else
             f"calibration_fit_verifier-{model_slug(args.verifier)}" if args.verifier else "calibration_fit")
     name += ("" if args.ungrounded_drafts == "withheld" else f"_{args.ungrounded_drafts}")
-    name += "".join(f"_{key}-{value}" for key, value in settings.items()) + ".json"  # a trial beside the fit
+    name += "".join(f"_{key}-{value}" for key, value in settings.items())  # a trial beside the fit
+    name += (f"_{args.trial}" if args.trial else "") + ".json"
     (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 
