@@ -46,7 +46,7 @@ class Plausible:
                  answer: Callable[[str, list[tuple[str, str]]], str] | None = None, usefulness: float = 0.9) -> None:
         self.relevant = relevant
         self.unsupported = unsupported or set()  # statements containing one of these are judged unsupported
-        self.answer = answer or first_sentence_answer
+        self.answer = answer or best_sentence_answer
         self.usefulness = usefulness
 
     def __call__(self, system: str, user: str) -> Any:
@@ -94,20 +94,24 @@ class Plausible:
         return respond
 
 
-def first_sentence_answer(question: str, evidence: list[tuple[str, str]]) -> str:
-    """The first sentence of the best document, cited: what a careful model says when the evidence answers."""
+def best_sentence_answer(question: str, evidence: list[tuple[str, str]]) -> str:
+    """The sentence of the first document that covers the question best (the first on a tie), cited: what a
+    careful model says when the evidence answers. A document's strips come in reading order, so the best one need
+    not come first."""
     if not evidence:
         return "INSUFFICIENT: no evidence"
     ident, text = evidence[0]
-    sentence = split_sentences(text.split("\n...\n")[0])[0].rstrip(".")
+    terms = question_terms(question)
+    sentences = split_sentences(text.replace("\n...\n", "\n")) or [text]
+    sentence = max(sentences, key=lambda s: coverage(terms, s)[0]).rstrip(".")
     return f"{sentence} [{ident}]."
 
 
 def reworded_answer(question: str, evidence: list[tuple[str, str]]) -> str:
-    """The first sentence answer, not copied word for word: a sentence copied from the evidence it cites is
+    """The best sentence answer, not copied word for word: a sentence copied from the evidence it cites is
     grounded without the checker (llm/groundedness.py), so tests of how the checker's faults and verdicts degrade a
     run give it an answer only the checker can judge."""
-    answer = first_sentence_answer(question, evidence)
+    answer = best_sentence_answer(question, evidence)
     return answer if answer.startswith("INSUFFICIENT") else f"Reportedly, {answer[:1].lower()}{answer[1:]}"
 
 
