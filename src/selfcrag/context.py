@@ -87,6 +87,13 @@ class Context(BaseModel):
     # --- knowledge refinement ----------------------------------------------------------------------
     strip_sentences: int = run(2, "Sentences per knowledge strip.", ge=1, le=20)
     max_strips: int = run(6, "Most strips kept for generation.", cap="cap_strips", ge=1)
+    strip_window: int = run(
+        0,
+        "Model backend: strips on each side of a kept strip kept with it (within max_strips and the token budget), "
+        "so a sentence that goes on from a kept one reaches generation though it shares no word with the question.",
+        ge=0,
+        le=5,
+    )
     strip_token_budget: int = run(
         600, "Most (whitespace) tokens of strips kept for generation.", cap="cap_context_tokens", ge=1
     )

@@ -955,3 +955,24 @@ def test_prompts_show_a_documents_strips_in_reading_order_and_run_neighbours_tog
     whole = [{**five, "start": None}, one_two]  # a strip without a place keeps the order it was given
     whole[0].pop("start")
     assert "Five was last.\n...\nOne came first." in evidence_blocks(whole, doc_labels(whole))
+
+
+def test_a_strip_window_keeps_the_sentences_that_go_on_from_a_kept_strip_within_the_limits():
+    from selfcrag.context import Context
+    from selfcrag.llm.refiner import LLMRefiner
+
+    passage = {"id": "h#0", "doc_id": "h", "title": "House", "source": "h.md", "score": 0.8,
+               "text": "Human Error is the season finale of the third season of House. The episode was shown in May. "
+                       "It aired on Fox. Its ratings were high. Critics praised the cast. Reviews were mixed."}
+    other = {**passage, "id": "o#0", "doc_id": "o", "text": "The season finale drew critics. Nothing else here."}
+    question = "Human Error is the season finale of a show broadcast by what network?"
+    refiner = LLMRefiner(None)  # type: ignore[arg-type]  # refine_with="scores" makes no model call
+
+    def kept(**settings):
+        return [(s["doc_id"], s["start"]) for s in refiner.refine(question, [passage, other], Context(**settings)).strips]
+
+    assert kept() == [("h", 0), ("o", 0)]  # "It aired on Fox" shares no word with the question
+    assert kept(strip_window=1) == [("h", 0), ("o", 0), ("h", 2)]  # the next strip of the same passage only
+    assert kept(strip_window=2) == [("h", 0), ("o", 0), ("h", 2), ("h", 4)]
+    assert kept(strip_window=2, max_strips=3) == [("h", 0), ("o", 0), ("h", 2)]
+    assert kept(strip_window=1, strip_token_budget=30) == [("h", 0), ("o", 0)]  # no room for it

@@ -66,6 +66,31 @@ def select(scored: list[Strip], settings: Context, floor: float = 0.0) -> list[S
     return kept
 
 
+def widen(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
+    """`kept` (best first) followed by the strips within `strip_window` of a kept one in the same passage, nearest
+    first, within `max_strips` and the token budget. `scored` holds every strip in passage order. A passage's next
+    sentences often carry on from a kept one without its words ("It aired on Fox"), so the question-term scores
+    alone drop them."""
+    place = {(s["id"], s.get("start")): i for i, s in enumerate(scored)}
+    chosen = {(s["id"], s.get("start")) for s in kept}
+    used = sum(approx_tokens(s["text"]) for s in kept)
+    out = list(kept)
+    for distance in range(1, settings.strip_window + 1):
+        for anchor in kept:
+            at = place.get((anchor["id"], anchor.get("start")))
+            for i in () if at is None else (at - distance, at + distance):
+                if len(out) >= settings.max_strips:
+                    return out
+                if not 0 <= i < len(scored) or scored[i]["id"] != anchor["id"]:
+                    continue
+                strip, key = scored[i], (scored[i]["id"], scored[i].get("start"))
+                if key not in chosen and used + approx_tokens(strip["text"]) <= settings.strip_token_budget:
+                    out.append(strip)
+                    chosen.add(key)
+                    used += approx_tokens(strip["text"])
+    return out
+
+
 class LLMRefiner:
     def __init__(self, models: ChatModels) -> None:
         self.models = models
@@ -87,7 +112,8 @@ class LLMRefiner:
             index = pick.id.strip().lower().lstrip("s#[").rstrip("]")
             if index.isdigit() and 1 <= int(index) <= len(candidates):  # ids the prompt showed, first pick wins
                 picked.setdefault(int(index), Strip(**{**candidates[int(index) - 1], "score": round(pick.score, 4)}))
-        return Refinement(strips=select(list(picked.values()), settings), **usage)
+        kept = select(list(picked.values()), settings)
+        return Refinement(strips=widen(kept, candidates, settings) if settings.strip_window else kept, **usage)
 
     def by_scores(self, question: str, candidates: list[Strip], settings: Context) -> list[Strip]:
         """The passage's retrieval score (in the place of the offline refiner's similarity) plus the strip's
@@ -100,6 +126,7 @@ class LLMRefiner:
             scored.append(Strip(**{**strip, "score": round(score, 4)}))
             if covered > 0:
                 on_topic.append(scored[-1])
-        scored = on_topic or scored  # a strip with none of the question's terms is noise, unless all are so
-        best = max(s["score"] for s in scored)
-        return select(scored, settings, floor=max(MIN_STRIP_SCORE, RELATIVE_FLOOR * best))
+        pool = on_topic or scored  # a strip with none of the question's terms is noise, unless all are so
+        best = max(s["score"] for s in pool)
+        kept = select(pool, settings, floor=max(MIN_STRIP_SCORE, RELATIVE_FLOOR * best))
+        return widen(kept, scored, settings) if settings.strip_window else kept
