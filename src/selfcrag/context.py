@@ -87,6 +87,12 @@ class Context(BaseModel):
     # --- knowledge refinement ----------------------------------------------------------------------
     strip_sentences: int = run(2, "Sentences per knowledge strip.", ge=1, le=20)
     max_strips: int = run(6, "Most strips kept for generation.", cap="cap_strips", ge=1)
+    strip_every_passage: bool = run(
+        False,
+        "Model backend: every passage the grader kept gives at least its best strip (within max_strips and the "
+        "token budget), though it shares no word with the question: a second hop's passage names the answer, not "
+        "the question's words.",
+    )
     strip_window: int = run(
         0,
         "Model backend: strips on each side of a kept strip kept with it (within max_strips and the token budget), "

@@ -976,3 +976,22 @@ def test_a_strip_window_keeps_the_sentences_that_go_on_from_a_kept_strip_within_
     assert kept(strip_window=2) == [("h", 0), ("o", 0), ("h", 2), ("h", 4)]
     assert kept(strip_window=2, max_strips=3) == [("h", 0), ("o", 0), ("h", 2)]
     assert kept(strip_window=1, strip_token_budget=30) == [("h", 0), ("o", 0)]  # no room for it
+
+
+def test_every_passage_the_grader_kept_can_give_its_best_strip_though_it_shares_no_word_with_the_question():
+    from selfcrag.context import Context
+    from selfcrag.llm.refiner import LLMRefiner
+
+    first = {"id": "s#0", "doc_id": "s", "title": "Human Error", "source": "s.md", "score": 0.8,
+             "text": "Human Error is the season finale of the third season of House. It was shown in May."}
+    second = {**first, "id": "h#0", "doc_id": "h", "title": "House", "score": 0.7,
+              "text": "House is an American medical drama. It aired on Fox for eight years."}
+    question = "Human Error is the season finale of a show broadcast by what network?"
+    refiner = LLMRefiner(None)  # type: ignore[arg-type]  # refine_with="scores" makes no model call
+
+    def kept(**settings):
+        return [s["doc_id"] for s in refiner.refine(question, [first, second], Context(**settings)).strips]
+
+    assert kept() == ["s"]  # the second hop shares no word with the question
+    assert kept(strip_every_passage=True) == ["s", "h"]
+    assert kept(strip_every_passage=True, max_strips=1) == ["s"]  # within the limits

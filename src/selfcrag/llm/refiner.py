@@ -66,6 +66,26 @@ def select(scored: list[Strip], settings: Context, floor: float = 0.0) -> list[S
     return kept
 
 
+def add_each_passage(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
+    """`kept` followed by the best strip of each passage it has none of, best first, within `max_strips` and the
+    token budget. The grader judged those passages relevant; the question-term scores alone would drop a passage
+    that holds a second hop (it names the answer, not the question's words)."""
+    best: dict[str, Strip] = {}
+    for strip in scored:
+        if strip["id"] not in best or strip["score"] > best[strip["id"]]["score"]:
+            best[strip["id"]] = strip
+    have = {s["id"] for s in kept}
+    used = sum(approx_tokens(s["text"]) for s in kept)
+    out = list(kept)
+    for strip in sorted((s for i, s in best.items() if i not in have), key=lambda s: -s["score"]):
+        if len(out) >= settings.max_strips:
+            break
+        if used + approx_tokens(strip["text"]) <= settings.strip_token_budget:
+            out.append(strip)
+            used += approx_tokens(strip["text"])
+    return out
+
+
 def widen(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
     """`kept` (best first) followed by the strips within `strip_window` of a kept one in the same passage, nearest
     first, within `max_strips` and the token budget. `scored` holds every strip in passage order. A passage's next
@@ -113,7 +133,7 @@ class LLMRefiner:
             if index.isdigit() and 1 <= int(index) <= len(candidates):  # ids the prompt showed, first pick wins
                 picked.setdefault(int(index), Strip(**{**candidates[int(index) - 1], "score": round(pick.score, 4)}))
         kept = select(list(picked.values()), settings)
-        return Refinement(strips=widen(kept, candidates, settings) if settings.strip_window else kept, **usage)
+        return Refinement(strips=self.extend(kept, candidates, settings), **usage)
 
     def by_scores(self, question: str, candidates: list[Strip], settings: Context) -> list[Strip]:
         """The passage's retrieval score (in the place of the offline refiner's similarity) plus the strip's
@@ -129,4 +149,12 @@ class LLMRefiner:
         pool = on_topic or scored  # a strip with none of the question's terms is noise, unless all are so
         best = max(s["score"] for s in pool)
         kept = select(pool, settings, floor=max(MIN_STRIP_SCORE, RELATIVE_FLOOR * best))
+        return self.extend(kept, scored, settings)
+
+    @staticmethod
+    def extend(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
+        """The strips the settings add to those chosen: each passage's best (`strip_every_passage`), then the
+        neighbours of each (`strip_window`)."""
+        if settings.strip_every_passage:
+            kept = add_each_passage(kept, scored, settings)
         return widen(kept, scored, settings) if settings.strip_window else kept
