@@ -8,6 +8,9 @@ every sentence instead, which on a 2-core machine costs more time than a model r
 60-80 sentences per question); here the model grader has already judged every passage, so ranking strips
 within them needs less. `"llm"` asks the grader model which strips help, in one call; if that call fails, the
 local scores decide (fails open).
+
+Two settings add evidence the scores would leave out: `strip_every_passage` (each passage the grader kept gives its
+best strip) and `strip_window` (the strips next to a kept one). Both keep within `max_strips` and the token budget.
 """
 
 from __future__ import annotations
