@@ -15,6 +15,7 @@ best strip) and `strip_window` (the strips next to a kept one). Both keep within
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -69,49 +70,49 @@ def select(scored: list[Strip], settings: Context, floor: float = 0.0) -> list[S
     return kept
 
 
+def fill(kept: list[Strip], more: Iterable[Strip], settings: Context) -> list[Strip]:
+    """`kept` followed by the strips of `more`, in order, that it does not hold yet, within `max_strips` and the
+    token budget (a strip too long for what is left is passed over; a shorter one later may fit)."""
+    out = list(kept)
+    have = {(s["id"], s.get("start")) for s in kept}
+    used = sum(approx_tokens(s["text"]) for s in kept)
+    for strip in more:
+        if len(out) >= settings.max_strips:
+            break
+        key, size = (strip["id"], strip.get("start")), approx_tokens(strip["text"])
+        if key not in have and used + size <= settings.strip_token_budget:
+            out.append(strip)
+            have.add(key)
+            used += size
+    return out
+
+
 def add_each_passage(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
-    """`kept` followed by the best strip of each passage it has none of, best first, within `max_strips` and the
-    token budget. The grader judged those passages relevant; the question-term scores alone would drop a passage
-    that holds a second hop (it names the answer, not the question's words)."""
+    """`kept` followed by the best strip of each passage it has none of, best first. The grader judged those
+    passages relevant; the question-term scores alone would drop a passage that holds a second hop (it names the
+    answer, not the question's words)."""
     best: dict[str, Strip] = {}
     for strip in scored:
         if strip["id"] not in best or strip["score"] > best[strip["id"]]["score"]:
             best[strip["id"]] = strip
     have = {s["id"] for s in kept}
-    used = sum(approx_tokens(s["text"]) for s in kept)
-    out = list(kept)
-    for strip in sorted((s for i, s in best.items() if i not in have), key=lambda s: -s["score"]):
-        if len(out) >= settings.max_strips:
-            break
-        if used + approx_tokens(strip["text"]) <= settings.strip_token_budget:
-            out.append(strip)
-            used += approx_tokens(strip["text"])
-    return out
+    return fill(kept, sorted((s for i, s in best.items() if i not in have), key=lambda s: -s["score"]), settings)
 
 
 def widen(kept: list[Strip], scored: list[Strip], settings: Context) -> list[Strip]:
     """`kept` (best first) followed by the strips within `strip_window` of a kept one in the same passage, nearest
-    first, within `max_strips` and the token budget. `scored` holds every strip in passage order. A passage's next
-    sentences often carry on from a kept one without its words ("It aired on Fox"), so the question-term scores
-    alone drop them."""
+    first. `scored` holds every strip in passage order. A passage's next sentences often carry on from a kept one
+    without its words ("It aired on Fox"), so the question-term scores alone drop them."""
     place = {(s["id"], s.get("start")): i for i, s in enumerate(scored)}
-    chosen = {(s["id"], s.get("start")) for s in kept}
-    used = sum(approx_tokens(s["text"]) for s in kept)
-    out = list(kept)
-    for distance in range(1, settings.strip_window + 1):
-        for anchor in kept:
-            at = place.get((anchor["id"], anchor.get("start")))
-            for i in () if at is None else (at - distance, at + distance):
-                if len(out) >= settings.max_strips:
-                    return out
-                if not 0 <= i < len(scored) or scored[i]["id"] != anchor["id"]:
-                    continue
-                strip, key = scored[i], (scored[i]["id"], scored[i].get("start"))
-                if key not in chosen and used + approx_tokens(strip["text"]) <= settings.strip_token_budget:
-                    out.append(strip)
-                    chosen.add(key)
-                    used += approx_tokens(strip["text"])
-    return out
+    anchors = [(a["id"], place[(a["id"], a.get("start"))]) for a in kept if (a["id"], a.get("start")) in place]
+    neighbours = (
+        scored[i]
+        for distance in range(1, settings.strip_window + 1)
+        for passage, at in anchors
+        for i in (at - distance, at + distance)
+        if 0 <= i < len(scored) and scored[i]["id"] == passage
+    )
+    return fill(kept, neighbours, settings)
 
 
 class LLMRefiner:
