@@ -59,6 +59,13 @@ def paused(graph: Any, thread_id: str) -> list[Any]:
     return list(graph.get_state(config(thread_id)).interrupts)
 
 
+def unfinished(state: Any) -> bool:
+    """A run a crash left: its last checkpoint still has tasks, and none awaits a person. Tasks, not `next`:
+    `next` leaves out tasks whose writes were saved, and a kill between a node's saved writes and the checkpoint
+    after it (checkpoints are written in the background) leaves exactly that — `next` empty, the run not over."""
+    return bool(state.tasks) and not state.interrupts
+
+
 def check_idle(graph: Any, thread_id: str) -> None:
     """Refuse a new question on a thread paused for review (it would drop the review), with the way out."""
     if paused(graph, thread_id):
@@ -106,7 +113,7 @@ def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
     as itself, once; if that fails, or it was resumed before and crashed again, close it with a note. Returns
     `{"recovered": {...}}` for the output of the turn that found it, or {} when the last turn had finished."""
     state = graph.get_state(config(thread_id))
-    if not state.next or state.interrupts:
+    if not unfinished(state):
         return {}
     asked, turn_id = _last_question(state.values)
     number = sum(_is_user(m) for m in state.values.get("messages") or [])
@@ -130,7 +137,7 @@ def close(graph: Any, thread_id: str, why: str) -> str:
     "" when there was nothing to close (finished, or awaiting review: the queue holds that one)."""
     cfg = config(thread_id)
     state = graph.get_state(cfg)
-    if not state.next or state.interrupts:
+    if not unfinished(state):
         return ""
     asked, _ = _last_question(state.values)
     note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)

@@ -969,7 +969,8 @@ def test_a_strip_window_keeps_the_sentences_that_go_on_from_a_kept_strip_within_
     refiner = LLMRefiner(None)  # type: ignore[arg-type]  # refine_with="scores" makes no model call
 
     def kept(**settings):
-        return [(s["doc_id"], s["start"]) for s in refiner.refine(question, [passage, other], Context(**settings)).strips]
+        strips = refiner.refine(question, [passage, other], Context(**settings)).strips
+        return [(s["doc_id"], s["start"]) for s in strips]
 
     assert kept() == [("h", 0), ("o", 0)]  # "It aired on Fox" shares no word with the question
     assert kept(strip_window=1) == [("h", 0), ("o", 0), ("h", 2)]  # the next strip of the same passage only
