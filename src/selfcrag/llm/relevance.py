@@ -137,7 +137,7 @@ class LLMRelevanceGrader:
         conversations = [prompts.relevance_yes_no(question, p) for p in passages]
         outcomes = call_all(asking, conversations, settings, NOT_STREAMED)
         grades, errors = [], []
-        for passage, outcome, sent in zip(passages, outcomes, conversations, strict=True):
+        for passage, outcome in zip(passages, outcomes, strict=True):
             score = yes_probability(outcome.output) if outcome.error is None else None
             if score is None:  # fails open, as a passage without a verdict does in the other modes
                 error = outcome.reason or "no Yes or No in the reply"
