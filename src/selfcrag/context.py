@@ -203,8 +203,11 @@ class Context(BaseModel):
         "How graders get JSON: `auto` tries json_schema, then function calling, then JSON mode, then a plain "
         "prompt, and remembers what the server accepted.",
     )
-    grading: Literal["batch", "parallel"] = operator(
-        "batch", "Model CRAG evaluator: all passages in one call, or one concurrent call each."
+    grading: Literal["batch", "parallel", "yes_no"] = operator(
+        "batch",
+        "Model CRAG evaluator: all passages in one call, or one concurrent call each; `yes_no` = one concurrent "
+        "call each answered Yes or No, scored P(yes) from the token probabilities where the server gives them "
+        "(the label from `upper_threshold` and `lower_threshold`).",
     )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",

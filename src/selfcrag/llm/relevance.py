@@ -1,6 +1,12 @@
 """The CRAG retrieval evaluator on a model: every passage correct / ambiguous / incorrect, with a confidence and
 a reason. All k passages go in one batched call (`grading="batch"`) or in k concurrent calls ("parallel"), never
-in k sequential calls. A passage the model gives no verdict on fails open: kept as ambiguous."""
+in k sequential calls. A passage the model gives no verdict on fails open: kept as ambiguous.
+
+`grading="yes_no"` asks k concurrent one-word questions instead: does this passage answer the question, or part
+of it? The score is P(yes) from the first token's probabilities (a label read from JSON throws away how sure the
+model was; a small model's labels were all-or-nothing), and the label comes from the score and the same
+thresholds the offline evaluator uses. Only that first word is read: whatever else a passage made the model
+write decides nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
 from selfcrag.contract import Grade, Grading, Label, Passage
-from selfcrag.llm.structured import Score, ask_many, normalised
+from selfcrag.llm.calls import call_all
+from selfcrag.llm.declines import with_probabilities
+from selfcrag.llm.structured import NOT_STREAMED, Score, ask_many, normalised, usage_tokens
+from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
 from selfcrag.prompts import grading as prompts
 
 if TYPE_CHECKING:
@@ -94,6 +103,8 @@ class LLMRelevanceGrader:
         if not passages:
             return Grading(grades=[])
         model = self.models.grader(settings)
+        if settings.grading == "yes_no":
+            return self._grade_yes_no(question, passages, settings, model)
         if settings.grading == "parallel":
             conversations = [prompts.relevance_single(question, p) for p in passages]
             replies = ask_many(self.models, model, PassageVerdict, conversations, settings, "relevance")
@@ -119,6 +130,29 @@ class LLMRelevanceGrader:
         prompt = prompts.RELEVANCE + (" (parallel)" if settings.grading == "parallel" else " (batch)")
         return Grading(grades=grades, llm_calls=calls, tokens=tokens, prompt=prompt,
                        error=next((e for e in errors if e), ""))
+
+
+    def _grade_yes_no(self, question: str, passages: list[Passage], settings: Context, model: Any) -> Grading:
+        asking = with_probabilities(self.models.capped(model, REPLY_TOKENS))
+        conversations = [prompts.relevance_yes_no(question, p) for p in passages]
+        outcomes = call_all(asking, conversations, settings, NOT_STREAMED)
+        grades, errors = [], []
+        for passage, outcome in zip(passages, outcomes, strict=True):
+            score = yes_probability(outcome.output) if outcome.error is None else None
+            if score is None:  # fails open, as a passage without a verdict does in the other modes
+                error = outcome.reason or "no Yes or No in the reply"
+                errors.append(error)
+                mid = relevance_score("ambiguous", 0.0, settings)
+                grades.append(Grade(id=passage["id"], label="ambiguous", score=round(mid, 4),
+                                    reason=f"grader failed: {error}; kept as ambiguous (fails open)"))
+                continue
+            label: Label = ("correct" if score >= settings.upper_threshold else
+                            "incorrect" if score < settings.lower_threshold else "ambiguous")  # fmt: skip
+            grades.append(Grade(id=passage["id"], label=label, score=round(score, 4), reason=f"P(yes) {score:.2f}"))
+        tokens = sum(usage_tokens(o.output, sent) for o, sent in zip(outcomes, conversations, strict=True)
+                     if o.error is None)  # fmt: skip
+        return Grading(grades=grades, llm_calls=sum(o.calls for o in outcomes), tokens=tokens,
+                       prompt=prompts.RELEVANCE_YES_NO, error=next(iter(errors), ""))
 
 
 def _by_key(value: _Keyed | None, n: int) -> list[Verdict | None]:

@@ -11,6 +11,7 @@ from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_b
 from selfcrag.prompts.tokens import truncate
 
 RELEVANCE = "grade_documents/1"
+RELEVANCE_YES_NO = "grade_documents_yes_no/1"
 REFINE = "refine/1"
 GROUNDEDNESS = "check_hallucination/2"
 ANSWER = "grade_answer/3"
@@ -44,6 +45,16 @@ confidence from 0 to 1 and a reason in a few words:
 {DATA_NOTICE.format(tag="passage")}"""
     shown = block("passage", "p1", passage["text"], passage["title"])
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
+
+
+def relevance_yes_no(question: str, passage: Passage) -> list[BaseMessage]:
+    """One passage, one word back: its score is P(yes) (llm/relevance.py). The system prompt is the same for every
+    passage and question, so a local server's prompt cache keeps it."""
+    system = f"""You are the retrieval evaluator of a question-answering system. Answer Yes if the passage states \
+information that answers the question, or part of it; answer No if it does not. Reply with one word: Yes or No.
+{DATA_NOTICE.format(tag="passage")}"""
+    shown = block("passage", "p1", passage["text"], passage["title"])
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}\n\nYes or No?")]
 
 
 def refine(question: str, strips: list[Strip]) -> list[BaseMessage]:
