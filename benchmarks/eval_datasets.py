@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/eval_datasets.py [squad squad-allowed hotpotqa popqa halueval squad-reserved]
                                                  [--per-class N] [--limit N] [--seed 0] [--datasets ../shared/datasets]
-                                                 [--model provider:model] [--resume]
+                                                 [--model provider:model] [--set NAME=VALUE ...] [--resume]
                                                  [--verifier provider:model --verifier-url URL --server-pid PID]
 
 Sets (default: all but squad-reserved):
@@ -158,11 +158,12 @@ def index_dir(corpus: Path) -> Path:
     return Path(tempfile.gettempdir()) / "selfcrag-eval-indexes" / f"{corpus.stem}-{digest}"
 
 
-def results_dir(results: Path, name: str, model: str, verifier: str = "") -> Path:
+def results_dir(results: Path, name: str, model: str, verifier: str = "", settings: list[str] | None = None) -> Path:
     """A set's folder: eval_<set>/ offline, eval_<set>_<model>/ on the model backend (the model's name with
-    anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b), and
-    _verifier-<model> after it with the local verifier on."""
-    slugs = [model_slug(model), *([f"verifier-{model_slug(verifier)}"] if verifier else [])]
+    anything but letters, digits, dots and dashes as "-", e.g. eval_hotpotqa_openai-qwen2.5-coder-0.5b),
+    _verifier-<model> after it with the local verifier on, and each `--set NAME=VALUE` after that as NAME-VALUE."""
+    slugs = [model_slug(model), *([f"verifier-{model_slug(verifier)}"] if verifier else []),
+             *(model_slug(item.replace("=", "-")) for item in settings or [])]
     return results / "_".join(["eval", name.replace("-", "_"), *(slug for slug in slugs if slug)])
 
 
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--verifier-url", default="", help="the verifier's server (selfcrag eval --verifier-url)")
     cli.add_argument("--server-pid", type=int, default=0, help="the local model server's pid: its CPU per question "
                      "is measured too (selfcrag eval --server-pid)")
+    cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting for selfcrag's "
+                     "runs (repeatable; selfcrag eval --set); its results go to eval_<set>_..._NAME-VALUE/")
     cli.add_argument("--resume", action="store_true", help="continue each set's interrupted run (selfcrag eval "
                      "--resume) instead of replacing its folder")
     args = cli.parse_args(argv)
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     table = {}
     for name in args.sets:
         questions, corpus = files_for(name, args.datasets, args.per_class, args.seed, work)
-        out = results_dir(args.results, name, args.model, args.verifier)
+        out = results_dir(args.results, name, args.model, args.verifier, args.set)
         if not args.resume:
             shutil.rmtree(out, ignore_errors=True)  # this script's own results: a rerun replaces them
         command = ["eval", str(questions), "--index", str(index_dir(corpus)), "--corpus", str(corpus),
@@ -229,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                    *(["--model", args.model] if args.model else []), *(["--resume"] if args.resume else []),
                    *(["--verifier", args.verifier] if args.verifier else []),
                    *(["--verifier-url", args.verifier_url] if args.verifier_url else []),
-                   *(["--server-pid", str(args.server_pid)] if args.server_pid else [])]
+                   *(["--server-pid", str(args.server_pid)] if args.server_pid else []),
+                   *(flag for item in args.set for flag in ("--set", item))]
         print(f"== {name}: selfcrag {' '.join(command)}", file=sys.stderr)
         code = selfcrag(command)
         if (out / "metrics.json").exists():  # an interrupted run's metrics too (run.interrupted says so)

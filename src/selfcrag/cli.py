@@ -145,6 +145,18 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | s
     return operator, index
 
 
+def _settings_given(items: list[str]) -> dict[str, str]:
+    """`--set NAME=VALUE` flags as a dict, checked as settings before any index is built."""
+    pairs = [item.split("=", 1) for item in items]
+    if bad := next((item for item, pair in zip(items, pairs, strict=True) if len(pair) != 2 or not pair[0]), None):
+        raise CliError(f"--set takes NAME=VALUE, got {bad!r}")
+    given = {name.strip(): value.strip() for name, value in pairs}
+    from selfcrag import Context
+
+    Context.from_env(**given)  # a wrong name or value: SettingsError, one line
+    return given
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
     try:
@@ -168,13 +180,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
+    changed = _settings_given(args.set)
     operator, index = _questions_index(args)
+    operator |= changed
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context,
                             server_cpu)  # fmt: skip
     info = {"questions_file": str(args.questions), "questions_sha256": sha256(Path(args.questions)),
-            "index": str(index)}
+            "index": str(index), **({"settings": changed} if changed else {})}
     # A resume refused (ResumeError, a ValueError) ends in one line, the records untouched.
     result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info, resume=args.resume)
     print(text_table(result["systems"]))
@@ -287,6 +301,9 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, default=0, help="only the first N questions")
     evaluate.add_argument("--model", default="", help="the model backend with this chat model, as provider:model")
     _verifier_flags(evaluate)
+    evaluate.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                          help="a setting for selfcrag's runs (repeatable), e.g. --set grading=yes_no; recorded in "
+                          "run.json, so a resume must give the same")
     evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
                           "keep its records, run only what is missing (refused if its settings differ)")
     evaluate.add_argument("--server-pid", type=int, default=0, help="a model server on this machine (e.g. python "

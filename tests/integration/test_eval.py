@@ -184,6 +184,8 @@ def test_bad_input_is_one_line(workspace: Path, tmp_path: Path):
         (("eval", questions, "--index", index, "--out", str(taken)), "already holds an evaluation"),
         (("eval", questions, "--index", index, "--limit", "-1"), "--limit"),
         (("eval", questions, "--index", index, "--resume"), "--resume continues the evaluation in --out"),
+        (("eval", questions, "--index", index, "--set", "grading"), "--set takes NAME=VALUE, got 'grading'"),
+        (("eval", questions, "--index", index, "--set", "grading=sideways"), "grading: Input should be"),
     ]
     for args, message in cases:
         proc = run(*args)
@@ -267,6 +269,11 @@ def test_resume_with_other_settings_is_refused(workspace: Path, tmp_path: Path):
     body = (damaged / "records.jsonl").read_bytes().splitlines(keepends=True)
     (damaged / "records.jsonl").write_bytes(body[0] + b"{oops}\n" + b"".join(body[1:]))
     damaged_before = (damaged / "records.jsonl").read_bytes()
+    changed = tmp_path / "changed"  # a run with a setting changed: resumed without it, it is refused too
+    made = run("eval", str(questions), "--index", index, "--baseline", "plain", "--limit", "1", "--out",
+               str(changed), "--set", "max_retrieval_rounds=2")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert json.loads((changed / "run.json").read_text())["settings"] == {"max_retrieval_rounds": "2"}
     # The model backend is only named: the refusal comes before any question runs, so no server is needed.
     model_env = {**os.environ, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
     scoring = tmp_path / "scored.json"  # the same fit, saying it may show ungrounded drafts: another measurement
@@ -280,6 +287,10 @@ def test_resume_with_other_settings_is_refused(workspace: Path, tmp_path: Path):
         ((str(questions), "--baseline", "plain", "--out", str(damaged)), None, "records.jsonl line 2 is not a record"),
         ((str(questions), "--baseline", "plain", "--out", str(out)),
          {**os.environ, "SELFCRAG_CALIBRATION": str(scoring)}, "calibration_sha256"),
+        ((str(questions), "--baseline", "plain", "--out", str(out), "--set", "max_retrieval_rounds=2"), None,
+         "settings None there, {'max_retrieval_rounds': '2'} now"),
+        ((str(questions), "--baseline", "plain", "--out", str(changed)), None,
+         "settings {'max_retrieval_rounds': '2'} there, None now"),
     ]  # fmt: skip
     for args, env, message in cases:
         proc = run("eval", args[0], "--index", index, "--limit", "1", "--resume", *args[1:], env=env)

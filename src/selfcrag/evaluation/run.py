@@ -179,14 +179,16 @@ def run_settings(systems: Systems, baseline: bool, info: dict[str, Any]) -> dict
     """What a resumed run must share with the run it continues, or its records would mix two measurements: the
     question file's hash (`info["questions_sha256"]`, which `selfcrag eval` sets), the backend and its models, the
     domain and risk, the local verifier, the calibration file's hash (it decides what is shown, and which drafts
-    may be), and the baseline. The index path, the machine and the commit may differ.
+    may be), the baseline, and the settings `--set` changed (`info["settings"]`, only when there are any, so a
+    run without them matches what earlier versions wrote). The index path, the machine and the commit may differ.
     The offline backend names no models: the model settings it ignores must not refuse a resume."""
     settings, model = systems.settings, systems.backend == "model"
     return {"questions_sha256": info.get("questions_sha256"), "backend": systems.backend,
             "generator_model": settings.generator_model if model else "",
             "grader_model": settings.grader_model if model else "", "verifier": settings.verifier,
             "domain": settings.domain, "risk": settings.risk, "baseline": "plain" if baseline else "",
-            "calibration_sha256": sha256(Path(for_settings(settings).source))}  # fmt: skip
+            "calibration_sha256": sha256(Path(for_settings(settings).source)),
+            **({"settings": info["settings"]} if info.get("settings") else {})}  # fmt: skip
 
 
 def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -201,8 +203,10 @@ def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, A
     except (OSError, ValueError):
         raise ResumeError(f"cannot resume {out_dir}: it has no readable run.json to say what its records measured") \
             from None
-    if differ := [key for key in settings if written.get(key) != settings[key]]:
-        changes = ", ".join(f"{key} {written.get(key)!r} there, {settings[key]!r} now" for key in differ)
+    # `settings` (what --set changed) may be on either side alone: a run with none written it not at all.
+    if differ := [key for key in [*settings, *({"settings"} - settings.keys())] if written.get(key) !=
+                  settings.get(key)]:  # fmt: skip
+        changes = ", ".join(f"{key} {written.get(key)!r} there, {settings.get(key)!r} now" for key in differ)
         raise ResumeError(f"cannot resume {out_dir}: {changes}; rerun with its settings or choose another --out")
     data = path.read_bytes()
     complete = data[: data.rfind(b"\n") + 1]  # every line a finished write ended; the rest is a torn line
