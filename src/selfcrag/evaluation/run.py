@@ -203,7 +203,7 @@ def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, A
     except (OSError, ValueError):
         raise ResumeError(f"cannot resume {out_dir}: it has no readable run.json to say what its records measured") \
             from None
-    # `settings` (what --set changed) may be on either side alone: a run with none written it not at all.
+    # `settings` (what --set changed) may be on either side alone: a run without any does not write the key.
     if differ := [key for key in [*settings, *({"settings"} - settings.keys())] if written.get(key) !=
                   settings.get(key)]:  # fmt: skip
         changes = ", ".join(f"{key} {written.get(key)!r} there, {settings.get(key)!r} now" for key in differ)
