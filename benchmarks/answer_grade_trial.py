@@ -5,10 +5,11 @@ plain RAG's answer and selfcrag's draft of each finished question.
 
     OPENAI_BASE_URL=http://127.0.0.1:8099/v1 OPENAI_API_KEY=local \\
     .venv/bin/python benchmarks/answer_grade_trial.py benchmarks/results/calibration_fit_model_records.jsonl \\
-        [--model openai:qwen2.5-coder-0.5b] [--limit 60]
+        [--model openai:qwen2.5-coder-0.5b] [--limit 60] [--set answer_grading=yes_no]
 
-Grades with the grader as the code stands, and writes its row under the grader prompt's version in
-benchmarks/results/answer_grade_trial.json, so a run before and a run after a prompt change sit side by side.
+Grades with the grader as the code stands (and the settings given), and writes its row under the grader prompt's
+version in benchmarks/results/answer_grade_trial.json, followed by the model for any but the 0.5B, so a run before
+and a run after a prompt change, or with another model, sit side by side.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from eval_datasets import RESULTS, load_jsonl  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 OUT = RESULTS / "answer_grade_trial.json"
+DEFAULT_MODEL = "openai:qwen2.5-coder-0.5b"
 
 
 def answers(path: Path) -> list[dict[str, Any]]:
@@ -57,11 +59,16 @@ def main(argv: list[str] | None = None) -> int:
 
     cli = argparse.ArgumentParser(description="The answer grader replayed on tuning answers: AUROC and failures.")
     cli.add_argument("records", type=Path, help="a calibration_fit.py --model ... --records file")
-    cli.add_argument("--model", default="openai:qwen2.5-coder-0.5b", help="provider:model of the grader")
+    cli.add_argument("--model", default=DEFAULT_MODEL, help="provider:model of the grader")
     cli.add_argument("--limit", type=int, default=60, help="grade the first N answers")
+    cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a setting of the grader's runs (repeatable), e.g. --set answer_grading=yes_no")
     args = cli.parse_args(argv)
+    chosen = dict(item.split("=", 1) for item in args.set if "=" in item)
+    if len(chosen) != len(args.set):
+        cli.error("--set takes NAME=VALUE")
     rows = answers(args.records)[: args.limit]
-    settings = Context(backend="model", generator_model=args.model)
+    settings = Context(backend="model", generator_model=args.model, **chosen)
     grader = LLMAnswerGrader(ChatModels())
     graded = []
     started = time.perf_counter()
@@ -71,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                        "missing": grade.missing, "tokens": grade.tokens})  # fmt: skip
         print(f"{grade.score:.2f} {'R' if row['right'] else 'w'} {grade.error[:50]!s:50} {row['question'][:60]}")
     failed = sum(1 for g in graded if g["error"])
-    summary = {"prompt": grading.ANSWER, "model": args.model, "answers": len(graded),
+    prompt = grading.ANSWER_YES_NO if settings.answer_grading == "yes_no" else grading.ANSWER
+    summary = {"prompt": prompt, "model": args.model, "settings": chosen, "answers": len(graded),
                "right": sum(g["right"] for g in graded),
                "auroc": round(auroc([g["score"] for g in graded], [g["right"] for g in graded]) or 0.0, 3),
                "failed_calls": failed, "failure_rate": round(failed / max(1, len(graded)), 3),
@@ -81,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {"trials": {}}
     origin = provenance(argv, __file__)
     # Each trial names what wrote it; the file as a whole, its latest writer.
-    results = {**results, **origin, "trials": {**results["trials"], grading.ANSWER: {**summary, "graded": graded,
-                                                                                      **origin}}}  # fmt: skip
+    key = prompt if args.model == DEFAULT_MODEL else f"{prompt} {args.model}"
+    results = {**results, **origin, "trials": {**results["trials"], key: {**summary, "graded": graded, **origin}}}
     OUT.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 

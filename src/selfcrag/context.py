@@ -209,6 +209,12 @@ class Context(BaseModel):
         "call each answered Yes or No, scored P(yes) from the token probabilities where the server gives them "
         "(the label from `upper_threshold` and `lower_threshold`).",
     )
+    answer_grading: Literal["json", "yes_no"] = operator(
+        "json",
+        "Model answer grader: `json` = a score, what the answer leaves out (fed to the query rewrite) and a reason; "
+        "`yes_no` = one call answered Yes or No, scored P(yes) from the token probabilities where the server gives "
+        "them (useful at the minimum answer relevance), with only the rule checks' findings as what is missing.",
+    )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "

@@ -1,6 +1,8 @@
 """The model CRAG evaluator's `grading="yes_no"` mode (llm/relevance.py) with an in-process chat model: one
 one-word call per passage, P(yes) from the first token's probabilities as the score, the label from the offline
-thresholds, and a passage without a usable reply kept as ambiguous (fails open)."""
+thresholds, and a passage without a usable reply kept as ambiguous (fails open). And the answer grader's
+`answer_grading="yes_no"` mode (llm/answer_grade.py): one one-word call, P(yes) as answer relevance, useful at the
+minimum answer relevance, the rule checks still overruling it, failing open as the JSON grader does."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from selfcrag.context import Context
+from selfcrag.llm.answer_grade import LLMAnswerGrader
 from selfcrag.llm.models import ChatModels
 from selfcrag.llm.relevance import LLMRelevanceGrader
 from selfcrag.prompts import grading
@@ -71,3 +74,33 @@ def test_each_passage_is_scored_by_p_yes_and_labelled_by_the_offline_thresholds(
     (system,) = {system for system, _, _ in model.seen}
     assert "data" in system.lower()  # passages are fenced as data (prompts/evidence.py)
 
+
+def test_the_answer_grade_is_p_yes_useful_at_the_minimum_answer_relevance_and_overruled_by_the_rules() -> None:
+    model = Judging(seen=[])
+    settings = Context(backend="model", answer_grading="yes_no")
+    grader = LLMAnswerGrader(ChatModels(llm=model))
+    minimum = settings.thresholds().answer_relevance
+    right = grader.grade(QUESTION, "All refunds take 5 days [doc_1].", settings)
+    vague = grader.grade(QUESTION, "It depends on returns [doc_1].", settings)
+    assert 0.45 < minimum <= 0.9  # so one answer clears it and one does not
+    assert (right.score, right.useful, right.missing) == (0.9, True, "")
+    assert right.prompt == grading.ANSWER_YES_NO and right.llm_calls == 1 and right.reason == "P(yes) 0.90"
+    assert (vague.score, vague.useful) == (0.45, False)
+    # An answer about another plan than the one asked: the rule's finding halves the score and says what is missing,
+    # whatever the model said.
+    swapped = grader.grade("How much does the monthly plan cost per year?",
+                           "The annual plan costs $99 per year, refunds included [doc_1].", settings)  # fmt: skip
+    assert not swapped.useful and swapped.score == 0.45 and swapped.violations == 1 and "annual plan" in swapped.missing
+    assert {(tokens, probabilities) for _, tokens, probabilities in model.seen} == {(2, True)}
+    (system,) = {system for system, _, _ in model.seen}
+    assert "not whether it is true" in system and "data" in system.lower()
+
+
+def test_an_answer_grade_without_yes_or_no_or_with_a_fault_fails_open() -> None:
+    settings = Context(backend="model", answer_grading="yes_no")
+    grader = LLMAnswerGrader(ChatModels(llm=Judging(seen=[])))
+    for answer, why in (("Some poems take a day [doc_1].", "no Yes or No in the reply"),
+                        ("Some outages last a day [doc_1].", "the grader's server is down")):  # fmt: skip
+        grade = grader.grade(QUESTION, answer, settings)
+        assert grade.useful and grade.score == settings.thresholds().answer_relevance and why in grade.error
+        assert "fails open" in grade.reason

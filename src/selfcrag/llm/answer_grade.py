@@ -1,5 +1,10 @@
 """Self-RAG's usefulness check on a model: a score, a reason, and what the answer leaves out (which feeds the
-query rewrite). It fails open: an answer it cannot grade is judged on groundedness and confidence alone."""
+query rewrite). It fails open: an answer it cannot grade is judged on groundedness and confidence alone.
+
+`answer_grading="yes_no"` asks the same question for one word instead, and scores the answer P(yes) from the first
+token's probabilities: a 1.5B model's JSON score called a right answer half useful and named the question's own
+subject as what it left out (SQuAD tuning questions), while a one-word reply's probabilities keep how sure it was.
+What is missing then comes from the rule checks alone."""
 
 from __future__ import annotations
 
@@ -9,7 +14,10 @@ from pydantic import BaseModel, Field
 
 from selfcrag.contract import AnswerGrade
 from selfcrag.language import language_of
-from selfcrag.llm.structured import Score, ask
+from selfcrag.llm.calls import call
+from selfcrag.llm.declines import with_probabilities
+from selfcrag.llm.structured import NOT_STREAMED, Score, ask, usage_tokens
+from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
 from selfcrag.offline.offline_grading import constraint_violations
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
@@ -30,6 +38,10 @@ ECHO_SHARE = 0.5  # of the reply's three-word runs found in the instructions
 # Bounds the schema states, so a grammar-constrained server stops a rambling field there: a 0.5B model otherwise ran
 # to the role's token cap, and the cut JSON could not be read (2 of 34 grades on SQuAD tuning questions).
 MISSING_CHARS, REASON_CHARS = 200, 100
+
+
+# (score, or None when no verdict was taken; what is missing; reason; usage; why no verdict was taken)
+Graded = tuple[float | None, str, str, dict[str, Any], str]
 
 
 class AnswerVerdict(BaseModel):
@@ -53,25 +65,45 @@ class LLMAnswerGrader:
         swapped = constraint_violations(question, text)
         signals: dict[str, Any] = {"violations": len(swapped),
                                    "term_coverage": round(coverage(question_terms(question), text)[0], 4)}
-        prompt = prompts.answer_grade(question, answer)
-        reply = ask(self.models, self.models.grader(settings), AnswerVerdict, prompt, settings, "answer_grade")
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
         found = "".join(f"; rule: {v.describe()}" for v in swapped)
         language = language_of(question)
         rule_missing = [messages.conflict(v.kind, v.asked, v.stated, language) for v in swapped]
-        error = reply.error
-        if reply.value is not None and repeated_share(reply.value.missing, str(prompt[0].content)) >= ECHO_SHARE:
-            error = "verdict not taken: its 'missing' repeats the grader's instructions"
-        if reply.value is None or error:
+        asked = self._yes_no if settings.answer_grading == "yes_no" else self._scored
+        score, missing, reason, usage, error = asked(question, answer, settings)
+        if score is None:
             useful = not swapped  # fails open, except on what the rule found
             return AnswerGrade(score=settings.thresholds().answer_relevance * (1.0 if useful else 0.5), useful=useful,
                                error=error, missing=messages.separate(rule_missing, language),
                                reason=f"answer grader failed: {error}; taken as useful (fails open){found}",
                                **usage, **signals)
-        verdict = reply.value
-        missing = "" if verdict.missing.strip().lower().rstrip(".") in _NOTHING else verdict.missing.strip()
-        useful = verdict.score >= settings.thresholds().answer_relevance and not swapped
-        score = verdict.score * (0.5 if swapped else 1.0)
-        return AnswerGrade(score=round(score, 4), useful=useful,
+        useful = score >= settings.thresholds().answer_relevance and not swapped
+        return AnswerGrade(score=round(score * (0.5 if swapped else 1.0), 4), useful=useful,
                            missing=messages.separate([*rule_missing, *([missing] if missing else [])], language),
-                           reason=verdict.reason + found, **usage, **signals)
+                           reason=reason + found, **usage, **signals)
+
+    def _scored(self, question: str, answer: str, settings: Context) -> Graded:
+        """The JSON verdict: its score, what it says is missing, its reason."""
+        prompt = prompts.answer_grade(question, answer)
+        reply = ask(self.models, self.models.grader(settings), AnswerVerdict, prompt, settings, "answer_grade")
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
+        verdict, error = reply.value, reply.error
+        if verdict is not None and repeated_share(verdict.missing, str(prompt[0].content)) >= ECHO_SHARE:
+            error = "verdict not taken: its 'missing' repeats the grader's instructions"
+        if verdict is None or error:
+            return None, "", "", usage, error
+        missing = "" if verdict.missing.strip().lower().rstrip(".") in _NOTHING else verdict.missing.strip()
+        return verdict.score, missing, verdict.reason, usage, ""
+
+    def _yes_no(self, question: str, answer: str, settings: Context) -> Graded:
+        """P(yes) for "does this answer address the question?"; nothing is said to be missing."""
+        prompt = prompts.answer_grade_yes_no(question, answer)
+        asking = with_probabilities(self.models.capped(self.models.grader(settings), REPLY_TOKENS))
+        outcome = call(asking, prompt, settings, NOT_STREAMED)
+        usage: dict[str, Any] = {"llm_calls": outcome.calls, "prompt": prompts.ANSWER_YES_NO,
+                                 "tokens": usage_tokens(outcome.output, prompt) if outcome.error is None else 0}
+        if outcome.error is not None:
+            return None, "", "", usage, outcome.reason
+        p_yes = yes_probability(outcome.output)
+        if p_yes is None:
+            return None, "", "", usage, "no Yes or No in the reply"
+        return p_yes, "", f"P(yes) {p_yes:.2f}", usage, ""

@@ -15,6 +15,7 @@ RELEVANCE_YES_NO = "grade_documents_yes_no/1"
 REFINE = "refine/1"
 GROUNDEDNESS = "check_hallucination/2"
 ANSWER = "grade_answer/3"
+ANSWER_YES_NO = "grade_answer_yes_no/1"
 REWRITE = "rewrite_query/1"
 REWRITE_WEB = "rewrite_query_web/1"
 VERIFY = "verify/3"
@@ -97,6 +98,18 @@ different one does not address the question: score 0.0, and say in missing which
 and which one the answer is about.
 {DATA_NOTICE.format(tag="answer")}"""
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{block('answer', 'answer', answer)}")]
+
+
+def answer_grade_yes_no(question: str, answer: str) -> list[BaseMessage]:
+    """The same question answered in one word (`answer_grading="yes_no"`): its score is P(yes)
+    (llm/answer_grade.py). The system prompt is the same for every question, so a local server's cache keeps it."""
+    system = f"""You grade whether an answer addresses its question (not whether it is true). Answer Yes if it \
+gives what the question asks for, about the same entity, date, number and qualifier the question names; answer No \
+if it answers something else, only talks around the question, or says it cannot answer. Reply with one word: Yes \
+or No.
+{DATA_NOTICE.format(tag="answer")}"""
+    shown = block("answer", "answer", answer)
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}\n\nYes or No?")]
 
 
 def rewrite(question: str, query: str, evidence: list[Strip], feedback: str) -> list[BaseMessage]:
