@@ -137,15 +137,29 @@ def run_source(name: str, questions: list[dict[str, Any]], corpus: Path, work: P
     return records
 
 
-def plain_counts(records: list[dict[str, Any]], sources: Iterable[str]) -> dict[str, dict[str, int]]:
-    """Plain RAG's questions, right and wrong answers shown, and unanswerable questions answered, per source."""
+def plain_counts(records: list[dict[str, Any]], sources: Iterable[str],
+                 system: str = "plain") -> dict[str, dict[str, int]]:  # fmt: skip
+    """Plain RAG's (or `system`'s) questions, right and wrong answers shown, and unanswerable questions answered,
+    per source."""
     counts = {}
     for source in sources:
-        plain = [r for r in records if r["system"] == "plain" and r["source"] == source]
-        counts[source] = {"questions": len(plain), "right": sum(1 for r in plain if r["correct"]),
-                          "wrong": sum(1 for r in plain if r["answered"] and not r["correct"]),
-                          "unanswerable": sum(1 for r in plain if r["answered"] and r["is_impossible"])}
+        shown = [r for r in records if r["system"] == system and r["source"] == source]
+        counts[source] = {"questions": len(shown), "right": sum(1 for r in shown if r["correct"]),
+                          "wrong": sum(1 for r in shown if r["answered"] and not r["correct"]),
+                          "unanswerable": sum(1 for r in shown if r["answered"] and r["is_impossible"])}
     return counts
+
+
+def own_decisions(records: list[dict[str, Any]], sources: Iterable[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What each system showed on the tuning questions as the runs decided, with the calibration they ran with
+    (not the new fit's): per source and system, the counts of `plain_counts` and Phi_1."""
+    names = list(sources)
+    table: dict[str, dict[str, dict[str, Any]]] = {source: {} for source in names}
+    for system in ("selfcrag", "plain"):
+        for source, counts in plain_counts(records, names, system).items():
+            n = max(1, counts["questions"])
+            table[source][system] = {**counts, "phi_1": round((counts["right"] - counts["wrong"]) / n, 3)}
+    return table
 
 
 def withheld_right(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -290,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['plain_phi_3']:>+8.3f}{ratios[0]:>12}{ratios[1]:>13}")
     print(f"general preset: the most cautious cost that keeps >= {KEEP_RIGHT:g}x plain RAG's right answers in every "
           f"source: {general} (data/presets.json has {PRESETS['general'].cost:g})")
+    decided = own_decisions(records, sources)
+    print("the runs' own decisions (the calibration they ran with): " + "; ".join(
+        f"{source}: " + ", ".join(f"{system} {c['right']} right / {c['wrong']} wrong (Phi1 {c['phi_1']:+.3f}, "
+                                  f"unanswerable answered {c['unanswerable']})" for system, c in by.items())
+        for source, by in decided.items()))  # fmt: skip
     withheld = withheld_right(records)
     print("plain RAG's right answers the graph's runs did not show, by why (the runs' own decisions): "
           + "; ".join(f"{source}: {counts}" for source, counts in withheld.items()))
@@ -299,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                "general_cost": {"rule": f"the most cautious cost keeping >= {KEEP_RIGHT:g}x plain RAG's right answers "
                                         "in every tuning source (cross-validated probabilities)", "chosen": general},
                "backend_neutral": {"cross_validation": neutral["cross_validation"], "model": neutral["model"]},
-               "plain_right_withheld": withheld,
+               "runs_own_decisions": decided, "plain_right_withheld": withheld,
                "cpu_seconds": cpu, "questions": command, **run_origin}
     name = (f"calibration_fit_{model_slug(args.model)}" if args.model else
             f"calibration_fit_verifier-{model_slug(args.verifier)}" if args.verifier else "calibration_fit")
