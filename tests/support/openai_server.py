@@ -18,6 +18,7 @@ any text (a 2 MB reply, 2,000 nested brackets) is `Reply.content(text)`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -90,6 +91,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     silent: bool = False  # never answer: hold the connection until the server stops
     byte_every: float = 0.0  # > 0: send the response one byte per this many seconds (a per-read timeout never fires)
+    # The first token's top alternatives as (token, probability), sent as the choice's logprobs when the request
+    # asked for them (a one-word grader reads P(yes) from them)
+    first_token: list[tuple[str, float]] = field(default_factory=list)
     completion_tokens: int = field(default=0, init=False)
 
     @classmethod
@@ -218,8 +222,11 @@ class OpenAIServer:
                     else:
                         usage = _usage(request.prompt_tokens, reply.completion_tokens)
                         finish = "tool_calls" if message.get("tool_calls") else "stop"
-                        self._send_json(200, {**_envelope(body, "chat.completion"), "usage": usage, "choices": [
-                            {"index": 0, "message": message, "finish_reason": finish}]})  # fmt: skip
+                        choice = {"index": 0, "message": message, "finish_reason": finish}
+                        if reply.first_token and body.get("logprobs"):
+                            choice["logprobs"] = _logprobs(reply.first_token, int(body.get("top_logprobs") or 1))
+                        self._send_json(200, {**_envelope(body, "chat.completion"), "usage": usage,
+                                              "choices": [choice]})  # fmt: skip
                 except (BrokenPipeError, ConnectionResetError, _Stopped):  # the client gave up, or the server stops
                     self.close_connection = True
                 finally:
@@ -291,6 +298,12 @@ class _Stopped(Exception):
 
 def _envelope(body: dict[str, Any], kind: str) -> dict[str, Any]:
     return {"id": "chatcmpl-test", "object": kind, "created": int(time.time()), "model": body.get("model", "")}
+
+
+def _logprobs(first_token: list[tuple[str, float]], top: int) -> dict[str, Any]:
+    """OpenAI's `logprobs` of a choice: the first token (the likeliest alternative) with its `top` alternatives."""
+    options = [{"token": token, "logprob": math.log(p), "bytes": None} for token, p in first_token[:top]]
+    return {"content": [{**options[0], "top_logprobs": options}]}
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
