@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_datasets import RESULTS, load_jsonl  # noqa: E402
+from eval_datasets import RESULTS, load_jsonl, settings_given  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 OUT = RESULTS / "answer_grade_trial.json"
@@ -64,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a setting of the grader's runs (repeatable), e.g. --set answer_grading=yes_no")
     args = cli.parse_args(argv)
-    chosen = dict(item.split("=", 1) for item in args.set if "=" in item)
-    if len(chosen) != len(args.set):
-        cli.error("--set takes NAME=VALUE")
+    chosen = settings_given(cli, args.set)
     rows = answers(args.records)[: args.limit]
     settings = Context(backend="model", generator_model=args.model, **chosen)
     grader = LLMAnswerGrader(ChatModels())

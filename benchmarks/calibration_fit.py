@@ -53,6 +53,7 @@ from eval_datasets import (  # noqa: E402
     index_dir,
     load_jsonl,
     model_slug,
+    settings_given,
     squad_split,
     with_text,
 )
@@ -256,9 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     backend_file = shipped("model" if args.model else "offline", verifier=bool(args.verifier))
     calibration = str(with_mode(backend_file, args.ungrounded_drafts, work)) if args.ungrounded_drafts != "withheld" \
         else ""
-    settings = dict(item.split("=", 1) for item in args.set if "=" in item)
-    if len(settings) != len(args.set):
-        cli.error("--set takes NAME=VALUE")
+    settings = settings_given(cli, args.set)
     records = [r for name, (questions, corpus) in sources.items()
                for r in run_source(name, questions, corpus, work, args.model, args.records, run_origin,
                                    (args.verifier, args.verifier_url), calibration, settings)]  # fmt: skip

@@ -167,6 +167,14 @@ def results_dir(results: Path, name: str, model: str, verifier: str = "", settin
     return results / "_".join(["eval", name.replace("-", "_"), *(slug for slug in slugs if slug)])
 
 
+def settings_given(cli: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
+    """A benchmark's `--set NAME=VALUE` flags as a dict; anything else ends the script with its usage."""
+    given = dict(item.split("=", 1) for item in items if "=" in item)
+    if len(given) != len(items):
+        cli.error("--set takes NAME=VALUE")
+    return given
+
+
 def model_slug(model: str) -> str:
     """A model's name for a file name: anything but letters, digits, dots and dashes as "-"."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", model).strip("-")

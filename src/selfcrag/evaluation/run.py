@@ -204,8 +204,7 @@ def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, A
         raise ResumeError(f"cannot resume {out_dir}: it has no readable run.json to say what its records measured") \
             from None
     # `settings` (what --set changed) may be on either side alone: a run without any does not write the key.
-    if differ := [key for key in [*settings, *({"settings"} - settings.keys())] if written.get(key) !=
-                  settings.get(key)]:  # fmt: skip
+    if differ := [key for key in dict.fromkeys([*settings, "settings"]) if written.get(key) != settings.get(key)]:
         changes = ", ".join(f"{key} {written.get(key)!r} there, {settings.get(key)!r} now" for key in differ)
         raise ResumeError(f"cannot resume {out_dir}: {changes}; rerun with its settings or choose another --out")
     data = path.read_bytes()
