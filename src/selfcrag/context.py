@@ -215,6 +215,13 @@ class Context(BaseModel):
         "`yes_no` = one call answered Yes or No, scored P(yes) from the token probabilities where the server gives "
         "them (useful at the minimum answer relevance), with only the rule checks' findings as what is missing.",
     )
+    groundedness_checking: Literal["json", "yes_no"] = operator(
+        "json",
+        "Model hallucination check: `json` = a verdict for each statement of the answer (the unsupported ones are "
+        "fed to the next draft); `yes_no` = one call answered Yes or No, scored P(yes) from the token probabilities "
+        "where the server gives them (grounded at the minimum groundedness), with only the rule checks' sentences "
+        "named as unsupported. Both fail closed and both yield to the rule checks.",
+    )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "

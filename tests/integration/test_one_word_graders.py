@@ -1,7 +1,8 @@
-"""The one-word graders (`grading="yes_no"`, `answer_grading="yes_no"`) through the real `ChatOpenAI` client and a
-local OpenAI-compatible server that reports the first token's top alternatives: each request asks for logprobs and
-two tokens, the score is P(yes) / (P(yes) + P(no)) from those alternatives, a server that sends none is read from
-the reply's word, and a reply with neither word fails open."""
+"""The one-word graders (`grading="yes_no"`, `answer_grading="yes_no"`, `groundedness_checking="yes_no"`)
+through the real `ChatOpenAI` client and a local OpenAI-compatible server that reports the first token's top
+alternatives: each request asks for logprobs and two tokens, the score is P(yes) / (P(yes) + P(no)) from those
+alternatives, a server that sends none is read from the reply's word, and a grader's reply with neither word fails
+open (the hallucination check's fails closed: tests/unit/test_yes_no_grading.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply, Request
 
 from selfcrag.context import Context
+from selfcrag.contract import Strip
 from selfcrag.llm.answer_grade import LLMAnswerGrader
+from selfcrag.llm.groundedness import LLMGroundednessChecker
 from selfcrag.llm.models import ChatModels
 from selfcrag.llm.relevance import LLMRelevanceGrader
 from selfcrag.prompts import grading
@@ -23,9 +26,12 @@ PASSAGES = [{"id": "returns", "title": "Returns", "text": "Items can be returned
 
 def replies(request: Request) -> Reply:
     """Yes with P 0.8 (and No 0.1, "yes" 0.05 lower-case) for returns; No for shipping; prose about poems; and for
-    an answer, Yes without any alternatives (a server that does not report them)."""
+    an answer, Yes without any alternatives (a server that does not report them); for an answer against its
+    evidence, No at 0.6."""
     if "Roses" in request.user:
         return Reply.content("The passage is a poem.")
+    if "<evidence" in request.user:
+        return Reply(text="No", first_token=[("No", 0.6), ("Yes", 0.4)])
     if "<answer" in request.user:
         return Reply.content("Yes")
     if "returned within 30 days" in request.user:
@@ -60,3 +66,14 @@ def test_an_answer_is_graded_from_the_reply_word_when_the_server_sends_no_altern
     assert grade.useful and grade.score == 1.0 and grade.prompt == grading.ANSWER_YES_NO and not grade.error
     (request,) = server.asking("grade whether an answer")
     assert request.body["logprobs"] and "Yes or No?" in request.user
+
+
+def test_an_answer_is_checked_against_its_evidence_from_the_first_tokens_alternatives(models):
+    server, chat = models
+    settings = Context(backend="model", groundedness_checking="yes_no")
+    strips = [Strip(id="returns#0", doc_id="returns", title="Returns", source="returns.md", score=0.8,
+                    text="Items can be returned within 30 days.")]  # fmt: skip
+    check = LLMGroundednessChecker(chat).check("You have a month to send it back [doc_1].", strips, settings)
+    assert check.score == 0.4 and not check.grounded and check.prompt == grading.GROUNDEDNESS_YES_NO
+    (request,) = server.asking("check an answer against its evidence")
+    assert request.body["logprobs"] and "returned within 30 days" in request.user and "Yes or No?" in request.user

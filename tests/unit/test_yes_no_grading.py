@@ -2,7 +2,9 @@
 one-word call per passage, P(yes) from the first token's probabilities as the score, the label from the offline
 thresholds, and a passage without a usable reply kept as ambiguous (fails open). And the answer grader's
 `answer_grading="yes_no"` mode (llm/answer_grade.py): one one-word call, P(yes) as answer relevance, useful at the
-minimum answer relevance, the rule checks still overruling it, failing open as the JSON grader does."""
+minimum answer relevance, the rule checks still overruling it, failing open as the JSON grader does. And the
+hallucination check's `groundedness_checking="yes_no"` mode (llm/groundedness.py): P(yes) as the supported share,
+the rule checks and copied sentences applied as in the JSON mode, failing closed."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from selfcrag.context import Context
+from selfcrag.contract import Strip
 from selfcrag.llm.answer_grade import LLMAnswerGrader
+from selfcrag.llm.groundedness import LLMGroundednessChecker
 from selfcrag.llm.models import ChatModels
 from selfcrag.llm.relevance import LLMRelevanceGrader
 from selfcrag.prompts import grading
@@ -104,3 +108,45 @@ def test_an_answer_grade_without_yes_or_no_or_with_a_fault_fails_open() -> None:
         grade = grader.grade(QUESTION, answer, settings)
         assert grade.useful and grade.score == settings.thresholds().answer_relevance and why in grade.error
         assert "fails open" in grade.reason
+
+
+def evidence(text: str) -> list[Strip]:
+    return [Strip(id="r#0", doc_id="r", title="Policy", source="r.md", text=text, score=0.9)]
+
+
+REFUNDS = evidence("All refunds take 5 days to reach the card. Shipping fees are not refunded.")
+
+
+def test_the_hallucination_check_is_p_yes_grounded_at_the_minimum_and_overruled_by_the_rules() -> None:
+    model = Judging(seen=[])
+    settings = Context(backend="model", groundedness_checking="yes_no")
+    checker = LLMGroundednessChecker(ChatModels(llm=model))
+    minimum = settings.thresholds().groundedness
+    # The judging model reads the topic off the whole prompt; the evidence here is about refunds (P(yes) 0.9).
+    stated = checker.check("A refund reaches the card within the week [doc_1].", REFUNDS, settings)
+    assert 0.45 < minimum <= 0.9
+    assert (stated.score, stated.grounded, stated.unsupported) == (0.9, True, [])
+    assert stated.prompt == grading.GROUNDEDNESS_YES_NO and stated.llm_calls == 1 and not stated.error
+    doubtful = checker.check("A refund reaches the card within the week [doc_1].",
+                             evidence("All returns are accepted for a month."), settings)  # P(yes) 0.45
+    assert (doubtful.score, doubtful.grounded) == (0.45, False)
+    # A number the evidence does not have: the rule names the sentence and caps the share, whatever P(yes) was.
+    invented = checker.check("All refunds take 9 days [doc_1]. Shipping fees are not refunded [doc_1].", REFUNDS,
+                             settings)  # fmt: skip
+    assert not invented.grounded and invented.unsupported == ["All refunds take 9 days."] and invented.vetoed
+    assert invented.score < 0.5
+    assert {(tokens, probabilities) for _, tokens, probabilities in model.seen} == {(2, True)}
+    (system,) = {system for system, _, _ in model.seen}
+    assert "Yes or No" in system and "data" in system.lower()
+
+
+def test_a_hallucination_check_without_yes_or_no_fails_closed_unless_every_sentence_is_copied() -> None:
+    settings = Context(backend="model", groundedness_checking="yes_no")
+    checker = LLMGroundednessChecker(ChatModels(llm=Judging(seen=[])))
+    for text, why in (("Some poems rhyme.", "no Yes or No in the reply"),
+                      ("Some outages last a day.", "the grader's server is down")):  # fmt: skip
+        unread = checker.check("Refunds take a day [doc_1].", evidence(text), settings)
+        assert not unread.grounded and unread.score == 0.0 and why in unread.error
+        assert any("fails closed" in flag for flag in unread.flags)
+        copied = checker.check(f"{text} [doc_1]", evidence(text), settings)
+        assert copied.grounded and copied.score == 1.0  # read in the evidence without a model

@@ -6,7 +6,11 @@ not grounded.
 The model sees the evidence one document per block, labelled as the generator labelled it, and is told that a
 statement citing [doc_2] must be supported by doc_2. The rule checks hold a cited sentence to the documents it
 cites too, so a model that waves "365 days [doc_1]" through, because another document says 365, is still
-overruled. A sentence that addresses the assistant (copied instructions) makes the answer not grounded."""
+overruled. A sentence that addresses the assistant (copied instructions) makes the answer not grounded.
+
+`groundedness_checking="yes_no"` asks for one word instead, and takes P(yes) from the first token's probabilities
+as the supported share, as the one-word graders do (llm/answer_grade.py, llm/relevance.py): the rule checks, the
+copied sentences and failing closed apply unchanged; only no statement is named for the next draft to avoid."""
 
 from __future__ import annotations
 
@@ -16,7 +20,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, create_model
 
 from selfcrag.contract import GroundednessCheck, Strip
-from selfcrag.llm.structured import ask, normalised
+from selfcrag.llm.calls import call
+from selfcrag.llm.declines import with_probabilities
+from selfcrag.llm.structured import NOT_STREAMED, ask, normalised, usage_tokens
+from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
 from selfcrag.offline.groundedness import (
     FLAG_PENALTY,
     citation_scope,
@@ -39,6 +46,10 @@ _SYNONYMS = {"supported": "grounded", "fully supported": "grounded", "yes": "gro
              "contradicted": "unsupported", "hallucinated": "unsupported"}  # fmt: skip
 INFERRED_WEIGHT = 0.5  # a statement the evidence implies but does not state counts half
 
+
+# (the supported share, or None when the check gave no verdict; the statements it called unsupported; usage; why
+# it gave no verdict)
+Judged = tuple[float | None, list[str], dict[str, Any], str]
 
 STATEMENT_CHARS, REASON_CHARS = 300, 100  # a statement is a clause of the answer; a reason "a few words"
 STATEMENTS_PER_SENTENCE = 3  # an answer sentence may hold a few statements: the list may hold this many per sentence
@@ -75,35 +86,57 @@ class LLMGroundednessChecker:
 
     def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
         flags, flagged, instructed, sentences, copied = rule_checks(answer, strips)
+        asked = self._yes_no if settings.groundedness_checking == "yes_no" else self._statements
+        supported, said, usage, error = asked(answer, strips, sentences, settings)
+        # Sentences copied from the documents they cite are stated there, whatever the model says: a 0.5B checker
+        # called such sentences unsupported (SQuAD tuning questions), and its verdict then withheld right answers.
+        copied_share = copied / max(1, sentences)
+        if supported is None and copied_share == 1 and not instructed:
+            return GroundednessCheck(score=round(max(0.0, 1 - FLAG_PENALTY * len(flags)), 4), grounded=True,
+                                     flags=[*flags, "every sentence copied from the evidence it cites"],
+                                     error=error, **usage)  # fmt: skip
+        if supported is None:  # fails closed: an answer nobody could check is not shown as grounded
+            return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
+                                     flags=[*flags, f"groundedness check failed: {error}; not grounded (fails closed)"],
+                                     vetoed=True, error=error, **usage)
+        # A sentence the rules reject is unsupported whatever the model said of it: the model's share cannot exceed
+        # the share of sentences that passed the rules.
+        share = min(max(supported, copied_share), 1 - len(flagged) / max(1, sentences))
+        score = min(1.0, max(0.0, share - FLAG_PENALTY * len(flags)))
+        unsupported = list(dict.fromkeys(said + flagged))
+        grounded = score >= settings.thresholds().groundedness and not instructed
+        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
+                                 vetoed=bool(flags), **usage)  # a rule finding is exact, not a model's opinion
+
+    def _statements(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
+        """The JSON verdicts, statement by statement: the supported share, and the statements called unsupported."""
         schema = statement_check(STATEMENTS_PER_SENTENCE * max(1, sentences))
         reply = ask(self.models, self.models.grader(settings), schema, prompts.groundedness(answer, strips), settings,
                     "groundedness")  # fmt: skip
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
         statements = reply.value.statements if reply.value else []
-        # Sentences copied from the documents they cite are stated there, whatever the model says: a 0.5B checker
-        # called such sentences unsupported (SQuAD tuning questions), and its verdict then withheld right answers.
-        copied_share = copied / max(1, sentences)
-        if not statements and copied_share == 1 and not instructed:
-            return GroundednessCheck(score=round(max(0.0, 1 - FLAG_PENALTY * len(flags)), 4), grounded=True,
-                                     flags=[*flags, "every sentence copied from the evidence it cites"],
-                                     error=reply.error, **usage)  # fmt: skip
-        if not statements:  # fails closed: an answer nobody could check is not shown as grounded
-            error = reply.error or "the checker returned no statements"
-            return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
-                                     flags=[*flags, f"groundedness check failed: {error}; not grounded (fails closed)"],
-                                     vetoed=True, error=error, **usage)
+        if not statements:
+            return None, [], usage, reply.error or "the checker returned no statements"
         verdicts = [s.verdict for s in statements]
         supported = verdicts.count("grounded") + INFERRED_WEIGHT * verdicts.count("inferred")
-        # A sentence the rules reject is unsupported whatever the model said of it: the share of the model's
-        # verdicts cannot exceed the share of sentences that passed the rules.
-        share = min(max(supported / len(statements), copied_share), 1 - len(flagged) / max(1, sentences))
-        score = min(1.0, max(0.0, share - FLAG_PENALTY * len(flags)))
         said = [instruction_claim(s.text) if is_instruction(s.text) else s.text for s in statements
                 if s.verdict == "unsupported"]  # fmt: skip
-        unsupported = list(dict.fromkeys(said + flagged))
-        grounded = score >= settings.thresholds().groundedness and not instructed
-        return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 vetoed=bool(flags), **usage)  # a rule finding is exact, not a model's opinion
+        return supported / len(statements), said, usage, ""
+
+    def _yes_no(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
+        """P(yes) for "does the evidence state everything the answer says?"; no statement is named, so only the
+        rule checks' sentences are fed back to the next draft."""
+        prompt = prompts.groundedness_yes_no(answer, strips)
+        asking = with_probabilities(self.models.capped(self.models.grader(settings), REPLY_TOKENS))
+        outcome = call(asking, prompt, settings, NOT_STREAMED)
+        usage: dict[str, Any] = {"llm_calls": outcome.calls, "prompt": prompts.GROUNDEDNESS_YES_NO,
+                                 "tokens": usage_tokens(outcome.output, prompt) if outcome.error is None else 0}
+        if outcome.error is not None:
+            return None, [], usage, outcome.reason
+        p_yes = yes_probability(outcome.output)
+        if p_yes is None:
+            return None, [], usage, "no Yes or No in the reply"
+        return p_yes, [], usage, ""
 
 
 def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:

@@ -14,6 +14,7 @@ RELEVANCE = "grade_documents/1"
 RELEVANCE_YES_NO = "grade_documents_yes_no/1"
 REFINE = "refine/1"
 GROUNDEDNESS = "check_hallucination/2"
+GROUNDEDNESS_YES_NO = "check_hallucination_yes_no/1"
 ANSWER = "grade_answer/3"
 ANSWER_YES_NO = "grade_answer_yes_no/1"
 REWRITE = "rewrite_query/1"
@@ -81,6 +82,19 @@ statement that gives instructions (to the reader, the user or an assistant) inst
 {DATA_NOTICE.format(tag="evidence")}"""
     shown = evidence_blocks(strips, doc_labels(strips))
     return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer)}")]
+
+
+def groundedness_yes_no(answer: str, strips: list[Strip]) -> list[BaseMessage]:
+    """The same check answered in one word (`groundedness_checking="yes_no"`): its score is P(yes)
+    (llm/groundedness.py). The system prompt is the same for every answer, so a local server's cache keeps it; the
+    evidence comes before the answer, as the generator's prompt shows it."""
+    system = f"""You check an answer against its evidence. Answer Yes if the evidence states everything the answer \
+says: a statement that cites a document, e.g. [doc_2], must be stated by that document, and a statement that only \
+says what the evidence does not contain counts as stated. Answer No if any statement is not in the evidence, says \
+otherwise, or gives instructions instead of facts. Reply with one word: Yes or No.
+{DATA_NOTICE.format(tag="evidence")}"""
+    shown = evidence_blocks(strips, doc_labels(strips))
+    return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer)}\n\nYes or No?")]
 
 
 def answer_grade(question: str, answer: str) -> list[BaseMessage]:
