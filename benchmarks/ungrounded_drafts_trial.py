@@ -12,7 +12,8 @@ compared, and plain RAG's figures are each file's own (the same model and prompt
 - what the runs showed, with the calibration they ran with: right and wrong shown, effective reliability Phi_1;
 - a fit on that arm's runs (features chosen as `calibration_fit.py` chooses them), and at the general cost's floor,
   on its cross-validated probabilities: right and wrong shown, Phi_1, right answers and unanswerable questions
-  answered against plain's (the issue's bar, on tuning data), and the fit's grouped-CV AUROC;
+  answered against plain's (the issue's bar, on tuning data), and the fit's grouped-CV AUROC (an arm whose runs
+  kept too few drafts for a fit reports its runs alone, and why);
 - plain RAG's right answers the graph did not show, by why.
 Prints a table, writes benchmarks/results/ungrounded_drafts_trial.json (or --out).
 """
@@ -54,6 +55,7 @@ def shown(records: list[dict[str, Any]], source: str) -> dict[str, Any]:
 
 
 def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
+    from selfcrag.errors import CalibrationDataError
     from selfcrag.evaluation.calibrate import cost_table, fit, keeps_at, rows_of
     from selfcrag.quality.calibration import FEATURES, QUESTION_WORDING
     from selfcrag.quality.thresholds import PRESETS, show_floor
@@ -62,12 +64,16 @@ def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
     plain = plain_counts(records, sources)
     rows = rows_of(records)
     cost = PRESETS["general"].cost
-    fitted = fit(rows, [n for n in FEATURES if n not in QUESTION_WORDING], keeps=keeps_at(show_floor(cost)))
-    at_floor = {row["source"]: row for row in cost_table(fitted["out_of_fold"], rows, plain, [cost])}
-    return {"features": fitted["model"]["features"], "cross_validation": fitted["cross_validation"]["after"],
-            "sources": {source: {"runs": shown(records, source), "fit_at_general_floor": at_floor[source],
-                                 "plain": plain[source]} for source in sources},
+    runs = {"sources": {source: {"runs": shown(records, source), "plain": plain[source]} for source in sources},
             "plain_right_withheld": withheld_right(records)}  # fmt: skip
+    try:
+        fitted = fit(rows, [n for n in FEATURES if n not in QUESTION_WORDING], keeps=keeps_at(show_floor(cost)))
+    except CalibrationDataError as error:  # an arm that kept too few drafts still reports what its runs showed
+        return {**runs, "features": None, "cross_validation": None, "no_fit": str(error)}
+    at_floor = {row["source"]: row for row in cost_table(fitted["out_of_fold"], rows, plain, [cost])}
+    for source, figures in runs["sources"].items():
+        figures["fit_at_general_floor"] = at_floor[source]
+    return {**runs, "features": fitted["model"]["features"], "cross_validation": fitted["cross_validation"]["after"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,15 +92,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{'right':>5}{'wrong':>6}{'Phi1':>7}{'plain':>7}{'right/plain':>12}{'unans./plain':>13} | {'AUROC':>5}")
     for arm, result in results.items():
         for source, figures in result["sources"].items():
-            runs, floor = figures["runs"], figures["fit_at_general_floor"]
+            runs = figures["runs"]
+            print(f"{arm:<9}{source:<10}{runs['questions']:>4} | {'':>6}{runs['right']:>5}{runs['wrong']:>6}"
+                  f"{runs['phi_1']:>+7.3f} | ", end="")
+            floor = figures.get("fit_at_general_floor")
+            if floor is None:
+                print(f"no fit: {result['no_fit']}")
+                continue
             ratios = [("—" if floor[k] is None else f"{floor[k]:.2f}") for k in ("right_vs_plain",
                                                                               "unanswerable_vs_plain")]
-            print(f"{arm:<9}{source:<10}{runs['questions']:>4} | {'':>6}{runs['right']:>5}{runs['wrong']:>6}"
-                  f"{runs['phi_1']:>+7.3f} | {'':>25}{floor['right']:>5}{floor['wrong']:>6}{floor['phi_1']:>+7.3f}"
+            print(f"{'':>25}{floor['right']:>5}{floor['wrong']:>6}{floor['phi_1']:>+7.3f}"
                   f"{floor['plain_phi_1']:>+7.3f}{ratios[0]:>12}{ratios[1]:>13} | "
                   f"{result['cross_validation']['auroc']:>5.3f}")
-        print(f"{arm}: features {', '.join(result['features'])}; plain's right answers not shown, by why: "
-              f"{result['plain_right_withheld']}")
+        print(f"{arm}: features {', '.join(result['features'] or ['none'])}; plain's right answers not shown, by "
+              f"why: {result['plain_right_withheld']}")
     out = args.out
     body = {**origin, "records": {name: Path(path).name for name, path in arms.items()},
             "questions": {arm: sum(1 for r in found if r["system"] == "selfcrag") for arm, found in records.items()},
