@@ -109,3 +109,54 @@ def test_ungrounded_drafts_trial_judges_the_committed_records(tmp_path):
         assert set(result[mode]["sources"]) == {"squad", "halueval"}
         floor = result[mode]["sources"]["squad"]["fit_at_general_floor"]
         assert floor["right"] + floor["wrong"] <= result[mode]["sources"]["squad"]["runs"]["questions"]
+
+
+def test_ungrounded_drafts_trial_reports_an_arm_too_small_to_fit(tmp_path):
+    """The 1.5B's one-word hallucination check kept 19 drafts, one short of a fit: its runs are still reported."""
+    out = tmp_path / "trial.json"
+    results = BENCHMARKS / "results"
+    done = script(str(BENCHMARKS / "ungrounded_drafts_trial.py"), "--out", str(out),
+                  "--arm", f"json={results / 'calibration_fit_model1.5b_yes_no_records.jsonl'}",
+                  "--arm", f"one_word={results / 'calibration_fit_model1.5b_one_word_check_records.jsonl'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["one_word"]["cross_validation"] is None and "need at least" in result["one_word"]["no_fit"]
+    assert result["one_word"]["sources"]["squad"]["runs"]["questions"] == 30
+    assert result["json"]["cross_validation"]["auroc"] > 0
+
+
+def record(qid: str, system: str, *, answered: bool, draft: str, confidence: float, impossible: bool = False):
+    right = answered and not impossible and "Paris" in draft
+    return {"id": qid, "system": system, "answers": [] if impossible else ["Paris"], "is_impossible": impossible,
+            "answered": answered, "draft": draft, "confidence": confidence, "correct": right}
+
+
+def test_floor_ceiling_finds_the_best_floor_that_keeps_the_guards(tmp_path):
+    """Plain shows 3 right and 3 wrong of 6; the graph's drafts rank 3 right above 2 wrong, so the floor at 0.7 keeps
+    every right draft and drops both wrong ones: Φ₁ 0.5 against plain's 0.0, the bar reachable. A folder whose graph
+    drafted one right answer of plain's three cannot keep four fifths of them at any floor."""
+    folder = tmp_path / "eval_toy"
+    folder.mkdir()
+    rows = []
+    for i, (good, confidence) in enumerate([(True, 0.9), (True, 0.8), (True, 0.7), (False, 0.6), (False, 0.5)]):
+        draft = "It is Paris." if good else "It is Lyon."
+        rows.append(record(f"q{i}", "selfcrag", answered=confidence >= 0.55, draft=draft, confidence=confidence))
+        rows.append(record(f"q{i}", "plain", answered=True, draft=draft, confidence=0.5))
+    rows += [record("q5", "selfcrag", answered=False, draft="", confidence=0.0),
+             record("q5", "plain", answered=True, draft="It is Nice.", confidence=0.5)]
+    (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lost = tmp_path / "eval_lost"
+    lost.mkdir()
+    (lost / "records.jsonl").write_text("".join(
+        json.dumps({**r, "draft": "" if r["system"] == "selfcrag" and r["id"] in {"q0", "q1"} else r["draft"]}) + "\n"
+        for r in rows))  # fmt: skip
+    out = tmp_path / "ceiling.json"
+    done = script(str(BENCHMARKS / "floor_ceiling.py"), str(folder), str(lost), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = json.loads(out.read_text())["runs"]
+    toy, gone = runs[str(folder)], runs[str(lost)]
+    assert toy["plain"] == {"right": 3, "wrong": 3, "phi_1": 0.0}
+    assert toy["shown"] == {"right": 3, "wrong": 1, "phi_1": 0.333}
+    assert toy["best_guarded_floor"] == {"floor": 0.7, "right": 3, "wrong": 0, "phi_1": 0.5} and toy["bar_reachable"]
+    assert gone["right_drafts_vs_plain"] == 0.33 and gone["best_guarded_floor"] is None and not gone["bar_reachable"]
+    assert json.loads(out.read_text())["commit"]
