@@ -142,8 +142,9 @@ class LLMGroundednessChecker:
 def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:
     """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count, how
     many sentences are copied from the text they are checked against). A sentence citing documents is checked
-    against their text only; an uncited one against all the evidence."""
-    evidence = "\n".join(s["text"] for s in strips)
+    against them only; an uncited one against all the evidence. The rules read a document's title beside its text,
+    because the prompt shows it as part of the document: a page titled "Ed Wood" whose text says "He was an
+    American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer."""
     flags: list[str] = []
     flagged: list[str] = []
     instructed = False
@@ -160,11 +161,14 @@ def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str],
             flags.append(f"cites {', '.join(unknown)}, which the evidence does not have")
             flagged.append(sentence)
             continue
-        scope = "\n".join(s["text"] for s in strips if s["doc_id"] in docs) if docs else evidence
-        found = rule_flags(sentence, scope)
+        scope = [s for s in strips if s["doc_id"] in docs] if docs else strips
+        text = "\n".join(s["text"] for s in scope)
+        titles = "\n".join(dict.fromkeys(s["title"] for s in scope if s["title"]))
+        found = rule_flags(sentence, f"{titles}\n{text}")
         flags.extend(f for f in found if f not in flags)
         if found:
             flagged.append(sentence)
-        elif copied_from(sentence, scope):
+        elif copied_from(sentence, text):
             copied += 1
     return flags, flagged, instructed, len(cited), copied
+
