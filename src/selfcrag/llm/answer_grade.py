@@ -14,10 +14,8 @@ from pydantic import BaseModel, Field
 
 from selfcrag.contract import AnswerGrade
 from selfcrag.language import language_of
-from selfcrag.llm.calls import call
-from selfcrag.llm.declines import with_probabilities
-from selfcrag.llm.structured import NOT_STREAMED, Score, ask, usage_tokens
-from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
+from selfcrag.llm.structured import Score, ask
+from selfcrag.llm.verifier import grader_yes_no
 from selfcrag.offline.offline_grading import constraint_violations
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
@@ -96,14 +94,9 @@ class LLMAnswerGrader:
 
     def _yes_no(self, question: str, answer: str, settings: Context) -> Graded:
         """P(yes) for "does this answer address the question?"; nothing is said to be missing."""
-        prompt = prompts.answer_grade_yes_no(question, answer)
-        asking = with_probabilities(self.models.capped(self.models.grader(settings), REPLY_TOKENS))
-        outcome = call(asking, prompt, settings, NOT_STREAMED)
-        usage: dict[str, Any] = {"llm_calls": outcome.calls, "prompt": prompts.ANSWER_YES_NO,
-                                 "tokens": usage_tokens(outcome.output, prompt) if outcome.error is None else 0}
-        if outcome.error is not None:
-            return None, "", "", usage, outcome.reason
-        p_yes = yes_probability(outcome.output)
+        p_yes, calls, tokens, error = grader_yes_no(self.models, prompts.answer_grade_yes_no(question, answer),
+                                                    settings)  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens, "prompt": prompts.ANSWER_YES_NO}
         if p_yes is None:
-            return None, "", "", usage, "no Yes or No in the reply"
+            return None, "", "", usage, error
         return p_yes, "", f"P(yes) {p_yes:.2f}", usage, ""

@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, create_model
 
 from selfcrag.contract import GroundednessCheck, Strip
-from selfcrag.llm.calls import call
-from selfcrag.llm.declines import with_probabilities
-from selfcrag.llm.structured import NOT_STREAMED, ask, normalised, usage_tokens
-from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
+from selfcrag.llm.structured import ask, normalised
+from selfcrag.llm.verifier import grader_yes_no
 from selfcrag.offline.groundedness import (
     FLAG_PENALTY,
     citation_scope,
@@ -126,16 +124,10 @@ class LLMGroundednessChecker:
     def _yes_no(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
         """P(yes) for "does the evidence state everything the answer says?"; no statement is named, so only the
         rule checks' sentences are fed back to the next draft."""
-        prompt = prompts.groundedness_yes_no(answer, strips)
-        asking = with_probabilities(self.models.capped(self.models.grader(settings), REPLY_TOKENS))
-        outcome = call(asking, prompt, settings, NOT_STREAMED)
-        usage: dict[str, Any] = {"llm_calls": outcome.calls, "prompt": prompts.GROUNDEDNESS_YES_NO,
-                                 "tokens": usage_tokens(outcome.output, prompt) if outcome.error is None else 0}
-        if outcome.error is not None:
-            return None, [], usage, outcome.reason
-        p_yes = yes_probability(outcome.output)
+        p_yes, calls, tokens, error = grader_yes_no(self.models, prompts.groundedness_yes_no(answer, strips), settings)
+        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens, "prompt": prompts.GROUNDEDNESS_YES_NO}
         if p_yes is None:
-            return None, [], usage, "no Yes or No in the reply"
+            return None, [], usage, error
         return p_yes, [], usage, ""
 
 

@@ -25,8 +25,10 @@ from selfcrag.text.terms import strip_citations
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
     from selfcrag.context import Context
+    from selfcrag.llm.models import ChatModels
 
 REPLY_TOKENS = 2  # one word is asked for; its first token is all that is read
 ANSWERS = {"yes": 1.0, "no": 0.0}
@@ -111,3 +113,16 @@ def yes_probability(message: Any) -> float | None:
         return round(shares["yes"] / sum(shares.values()), 4)
     words = text_of(message).split()
     return ANSWERS.get(_word(words[0])) if words else None
+
+
+def grader_yes_no(models: ChatModels, prompt: list[BaseMessage],
+                  settings: Context) -> tuple[float | None, int, int, str]:
+    """One word from the grader model, as the one-word graders ask it: (P(yes), or None when unmeasured; calls;
+    tokens; why it is unmeasured)."""
+    asking = with_probabilities(models.capped(models.grader(settings), REPLY_TOKENS))
+    outcome = call(asking, prompt, settings, NOT_STREAMED)
+    if outcome.error is not None:
+        return None, outcome.calls, 0, outcome.reason
+    p_yes = yes_probability(outcome.output)
+    return (p_yes, outcome.calls, usage_tokens(outcome.output, prompt),
+            "" if p_yes is not None else "no Yes or No in the reply")
