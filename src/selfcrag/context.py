@@ -222,6 +222,13 @@ class Context(BaseModel):
         "where the server gives them (grounded at the minimum groundedness), with only the rule checks' sentences "
         "named as unsupported. Both fail closed and both yield to the rule checks.",
     )
+    question_terms: Literal["checked", "given"] = operator(
+        "checked",
+        "Rule checks of the hallucination check: `checked` = every name, number and identifier an answer states must "
+        "be in the evidence it cites; `given` = those the question itself gives pass too, so an answer restating the "
+        "question's premise is left to the checker's verdict and the confidence. Absolute words are checked either "
+        "way.",
+    )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "

@@ -205,7 +205,10 @@ class Generator(Protocol):
 
 
 class GroundednessChecker(Protocol):
-    def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck: ...
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
+        """How far `strips` support `answer`; `question` is what the answer replies to (the rule checks let the
+        answer repeat its names and numbers under `question_terms="given"`)."""
+        ...
 
 
 class AnswerGrader(Protocol):

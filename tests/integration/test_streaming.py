@@ -48,11 +48,11 @@ class FailsFirstDraft:
     def __init__(self, checker: Any) -> None:
         self.checker, self.calls = checker, 0
 
-    def check(self, answer: str, strips: list, settings: Any) -> GroundednessCheck:
+    def check(self, answer: str, strips: list, settings: Any, question: str = "") -> GroundednessCheck:
         self.calls += 1
         if self.calls == 1:
             return GroundednessCheck(score=0.4, grounded=False, unsupported=[answer.split(". ")[0]])
-        return self.checker.check(answer, strips, settings)
+        return self.checker.check(answer, strips, settings, question)
 
 
 def test_a_regeneration_says_how_many_statements_were_unsupported():

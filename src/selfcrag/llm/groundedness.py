@@ -82,8 +82,9 @@ class LLMGroundednessChecker:
     def __init__(self, models: ChatModels) -> None:
         self.models = models
 
-    def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
-        flags, flagged, instructed, sentences, copied = rule_checks(answer, strips)
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
+        given = question if settings.question_terms == "given" else ""
+        flags, flagged, instructed, sentences, copied = rule_checks(answer, strips, given)
         asked = self._yes_no if settings.groundedness_checking == "yes_no" else self._statements
         supported, said, usage, error = asked(answer, strips, sentences, settings)
         # Sentences copied from the documents they cite are stated there, whatever the model says: a 0.5B checker
@@ -131,12 +132,13 @@ class LLMGroundednessChecker:
         return p_yes, [], usage, ""
 
 
-def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str], bool, int, int]:
+def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list[str], list[str], bool, int, int]:
     """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count, how
     many sentences are copied from the text they are checked against). A sentence citing documents is checked
     against them only; an uncited one against all the evidence. The rules read a document's title beside its text,
     because the prompt shows it as part of the document: a page titled "Ed Wood" whose text says "He was an
-    American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer."""
+    American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer.
+    Names and numbers `given` holds (the question, under `question_terms="given"`) pass as well."""
     flags: list[str] = []
     flagged: list[str] = []
     instructed = False
@@ -156,7 +158,7 @@ def rule_checks(answer: str, strips: list[Strip]) -> tuple[list[str], list[str],
         scope = [s for s in strips if s["doc_id"] in docs] if docs else strips
         text = "\n".join(s["text"] for s in scope)
         titles = "\n".join(dict.fromkeys(s["title"] for s in scope if s["title"]))
-        found = rule_flags(sentence, f"{titles}\n{text}")
+        found = rule_flags(sentence, f"{titles}\n{text}", given)
         flags.extend(f for f in found if f not in flags)
         if found:
             flagged.append(sentence)

@@ -17,7 +17,8 @@ from selfcrag.trust_boundary import settings_of
 def make(components: Components) -> NodeFunction:
     def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
-        check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings)
+        check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings,
+                                              question=state.get("question") or "")
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"

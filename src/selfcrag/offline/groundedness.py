@@ -127,7 +127,8 @@ class OfflineGroundednessChecker:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def check(self, answer: str, strips: list[Strip], settings: Context) -> GroundednessCheck:
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
+        given = question if settings.question_terms == "given" else ""
         cited = cited_sentences(answer)
         sentences = [sentence for sentence, _ in cited]
         if not sentences:  # nothing to check
@@ -176,7 +177,7 @@ class OfflineGroundednessChecker:
                 unsupported.append(sentence)
                 continue
             own = terms_of(sentence)
-            sentence_flags = rule_flags(sentence, scope.text)
+            sentence_flags = rule_flags(sentence, scope.text, given)
             flags.extend(f for f in sentence_flags if f not in flags)
             if sentence_flags:  # a wrong number or an invented name: the sentence is not supported as a whole
                 unsupported.append(sentence)

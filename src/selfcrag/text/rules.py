@@ -61,17 +61,21 @@ def _plain(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
 
 
-def rule_flags(answer: str, evidence_text: str) -> list[str]:
-    """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words."""
+def rule_flags(answer: str, evidence_text: str, given: str = "") -> list[str]:
+    """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words.
+    Numbers, names and identifiers that `given` holds (the question, under `question_terms="given"`) pass too:
+    the answer repeats them, it does not invent them. An absolute word must be in the evidence either way."""
     answer = _CITATION.sub(" ", answer)
-    evidence_words = set(words(evidence_text))
     evidence_plain = _plain(evidence_text)
-    evidence_words |= set(evidence_plain.split())  # "player.Mary" (a lost space) still contains "mary"
+    evidence_words = set(words(evidence_text)) | set(evidence_plain.split())  # "player.Mary" holds "mary"
+    known_text = f"{evidence_text}\n{given}" if given else evidence_text  # a number, name or identifier's sources
+    known_plain = _plain(known_text) if given else evidence_plain
+    known_words = evidence_words | set(words(given)) | set(_plain(given).split()) if given else evidence_words
     flags: list[str] = []
 
     # "one" is as often a pronoun or article ("in one household") as a count: only digits count for 1.
     answer_numbers = numbers(LONE_ONE.sub(" ", re.sub(r"\bone\b", " ", answer, flags=re.IGNORECASE)))
-    for value in sorted(answer_numbers - numbers(evidence_text)):
+    for value in sorted(answer_numbers - numbers(known_text)):
         shown = int(value) if value.is_integer() else value
         flags.append(f"number {shown} not in the evidence")
 
@@ -84,10 +88,10 @@ def rule_flags(answer: str, evidence_text: str) -> list[str]:
             seen.add(key)
             name_words = words(name)
             # A phrase passes when it appears as written, or all its words appear (reordered phrasing).
-            if _plain(name) not in evidence_plain and not all(w in evidence_words for w in name_words):
+            if _plain(name) not in known_plain and not all(w in known_words for w in name_words):
                 flags.append(f"name {name!r} not in the evidence")
     for token in dict.fromkeys(_TOKEN.findall(answer)):
-        if is_identifier(token) and token.lower() not in evidence_words:
+        if is_identifier(token) and token.lower() not in known_words:
             flags.append(f"identifier {token} not in the evidence")
 
     answer_words = words(answer)
