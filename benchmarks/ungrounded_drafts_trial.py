@@ -9,7 +9,8 @@ withheld every draft the check did not pass, and `scored` (calibration_fit_model
 `calibration_fit.py` runs instead (e.g. a `--set` trial). Only the questions every file holds for both systems are
 compared, and plain RAG's figures are each file's own (the same model and prompt). For each arm, per tuning source
 (SQuAD dev sample, HaluEval):
-- what the runs showed, with the calibration they ran with: right and wrong shown, effective reliability Phi_1;
+- what the runs showed, with the calibration they ran with: right and wrong shown, effective reliability Phi_1,
+  unanswerable questions answered (plain's beside it);
 - a fit on that arm's runs (features chosen as `calibration_fit.py` chooses them), and at the general cost's floor,
   on its cross-validated probabilities: right and wrong shown, Phi_1, right answers and unanswerable questions
   answered against plain's (the issue's bar, on tuning data), and the fit's grouped-CV AUROC (an arm whose runs
@@ -48,10 +49,8 @@ def common(files: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
 
 def shown(records: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """What the graph's runs showed, with the calibration they ran with."""
-    runs = [r for r in records if r["system"] == "selfcrag" and r["source"] == source]
-    right = sum(1 for r in runs if r["correct"])
-    wrong = sum(1 for r in runs if r["answered"] and not r["correct"])
-    return {"questions": len(runs), "right": right, "wrong": wrong, "phi_1": round((right - wrong) / len(runs), 3)}
+    runs = plain_counts(records, [source], system="selfcrag")[source]
+    return {**runs, "phi_1": round((runs["right"] - runs["wrong"]) / runs["questions"], 3)}
 
 
 def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -88,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         cli.error("--arm takes NAME=RECORDS, at least two of them")
     records = common({name: Path(path) for name, path in arms.items()})
     results = {arm: judged(found) for arm, found in records.items()}
-    print(f"{'arm':<9}{'source':<10}{'n':>4} | runs: {'right':>5}{'wrong':>6}{'Phi1':>7} | fit at the general floor: "
+    print(f"{'arm':<9}{'source':<10}{'n':>4} | runs: {'right':>5}{'wrong':>6}{'Phi1':>7}{'unans.':>7}{'plain':>6} | "
+          "fit at the general floor: "
           f"{'right':>5}{'wrong':>6}{'Phi1':>7}{'plain':>7}{'right/plain':>12}{'unans./plain':>13} | {'AUROC':>5}")
     for arm, result in results.items():
         for source, figures in result["sources"].items():
             runs = figures["runs"]
             print(f"{arm:<9}{source:<10}{runs['questions']:>4} | {'':>6}{runs['right']:>5}{runs['wrong']:>6}"
-                  f"{runs['phi_1']:>+7.3f} | ", end="")
+                  f"{runs['phi_1']:>+7.3f}{runs['unanswerable']:>7}{figures['plain']['unanswerable']:>6} | ", end="")
             floor = figures.get("fit_at_general_floor")
             if floor is None:
                 print(f"no fit: {result['no_fit']}")

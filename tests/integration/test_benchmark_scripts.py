@@ -122,6 +122,8 @@ def test_ungrounded_drafts_trial_reports_an_arm_too_small_to_fit(tmp_path):
     result = json.loads(out.read_text())
     assert result["one_word"]["cross_validation"] is None and "need at least" in result["one_word"]["no_fit"]
     assert result["one_word"]["sources"]["squad"]["runs"]["questions"] == 30
+    squad = result["json"]["sources"]["squad"]
+    assert 0 < squad["runs"]["unanswerable"] <= squad["runs"]["wrong"]  # an unanswerable one answered is wrong
     assert result["json"]["cross_validation"]["auroc"] > 0
 
 
