@@ -222,12 +222,12 @@ class Context(BaseModel):
         "where the server gives them (grounded at the minimum groundedness), with only the rule checks' sentences "
         "named as unsupported. Both fail closed and both yield to the rule checks.",
     )
-    question_terms: Literal["checked", "given"] = operator(
-        "checked",
-        "Rule checks of the hallucination check: `checked` = every name, number and identifier an answer states must "
-        "be in the evidence it cites; `given` = those the question itself gives pass too, so an answer restating the "
-        "question's premise is left to the checker's verdict and the confidence. Absolute words are checked either "
-        "way.",
+    question_terms: Literal["given", "checked"] = operator(
+        "given",
+        "Rule checks of the hallucination check: `given` = the names, numbers and identifiers the question itself "
+        "gives may be repeated, so an answer restating the question's premise is left to the checker's verdict and "
+        "the confidence; `checked` = every one an answer states must be in the evidence it cites. Absolute words "
+        "are checked either way.",
     )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",

@@ -207,7 +207,7 @@ class Generator(Protocol):
 class GroundednessChecker(Protocol):
     def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
         """How far `strips` support `answer`; `question` is what the answer replies to (the rule checks let the
-        answer repeat its names and numbers under `question_terms="given"`)."""
+        answer repeat its names and numbers unless `question_terms="checked"`)."""
         ...
 
 

@@ -142,7 +142,7 @@ def test_the_rule_checks_read_a_cited_documents_title_as_the_generator_saw_it():
     assert rule_checks("Ed Wood [doc_1].", [page, other])[4] == 0  # the title alone: not a copied sentence
 
 
-def test_question_terms_given_lets_an_answer_repeat_the_question_but_not_invent(checker):
+def test_an_answer_may_repeat_the_question_but_not_invent(checker):
     from selfcrag.llm.groundedness import LLMGroundednessChecker
     from selfcrag.llm.models import ChatModels
     from selfcrag.testing import FakeChatModel
@@ -153,17 +153,17 @@ def test_question_terms_given_lets_an_answer_repeat_the_question_but_not_invent(
     answer = "The Great Outdoors starred John Candy [doc_1]."
     model = LLMGroundednessChecker(ChatModels(FakeChatModel()))
     for backend in (model, checker):
-        checked = backend.check(answer, cast, Context(), question=question)
+        checked = backend.check(answer, cast, Context(question_terms="checked"), question=question)
         assert not checked.grounded and any("Great Outdoors" in flag for flag in checked.flags)
-        given = backend.check(answer, cast, Context(question_terms="given"), question=question)
+        given = backend.check(answer, cast, Context(), question=question)
         assert not any("Great Outdoors" in flag for flag in given.flags)
         # Only what the question gives passes: an invented name or number, or an absolute word, is still found.
         invented = backend.check("The Great Outdoors always starred Bill Murray in 1990 [doc_1].", cast,
-                                 Context(question_terms="given"), question=question)
+                                 Context(), question=question)
         assert {"name 'Bill Murray' not in the evidence", "number 1990 not in the evidence",
                 "absolute word 'always' not in the evidence"} <= set(invented.flags)
         assert not invented.grounded
-    assert model.check(answer, cast, Context(question_terms="given"), question=question).grounded
+    assert model.check(answer, cast, Context(), question=question).grounded
     # Absolute words the question holds are no evidence either.
     assert rule_checks("Candy always starred in it [doc_1].", cast, "Did Candy always star?")[0] == [
         "absolute word 'always' not in the evidence"]

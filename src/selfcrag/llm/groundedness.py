@@ -138,7 +138,7 @@ def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list
     against them only; an uncited one against all the evidence. The rules read a document's title beside its text,
     because the prompt shows it as part of the document: a page titled "Ed Wood" whose text says "He was an
     American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer.
-    Names and numbers `given` holds (the question, under `question_terms="given"`) pass as well."""
+    Names and numbers `given` holds (the question, unless `question_terms="checked"`) pass as well."""
     flags: list[str] = []
     flagged: list[str] = []
     instructed = False

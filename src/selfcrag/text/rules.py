@@ -63,7 +63,7 @@ def _plain(text: str) -> str:
 
 def rule_flags(answer: str, evidence_text: str, given: str = "") -> list[str]:
     """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words.
-    Numbers, names and identifiers that `given` holds (the question, under `question_terms="given"`) pass too:
+    Numbers, names and identifiers that `given` holds (the question, unless `question_terms="checked"`) pass too:
     the answer repeats them, it does not invent them. An absolute word must be in the evidence either way."""
     answer = _CITATION.sub(" ", answer)
     evidence_plain = _plain(evidence_text)
