@@ -167,3 +167,12 @@ def test_an_answer_may_repeat_the_question_but_not_invent(checker):
     # Absolute words the question holds are no evidence either.
     assert rule_checks("Candy always starred in it [doc_1].", cast, "Did Candy always star?")[0] == [
         "absolute word 'always' not in the evidence"]
+
+
+def test_a_document_label_named_in_prose_is_no_invented_identifier():
+    # A 1.5B model closed answers with 'This is stated in the evidence labeled "doc_1".' (SQuAD tuning questions):
+    # the label is the prompt's name for the document, not an identifier the evidence should hold.
+    found = rule_checks('Gift cards last 365 days [doc_2]. This is stated in the evidence labeled "doc_2".', STRIPS)
+    assert found[0] == [] and found[1] == []
+    assert rule_checks("Gift cards last 365 days, says user_42 [doc_2].", STRIPS)[0] == [
+        "identifier user_42 not in the evidence"]

@@ -11,7 +11,9 @@ import re
 
 from selfcrag.text.text import STOPWORDS, numbers, split_sentences, words
 
-_CITATION = re.compile(r"\[(?:doc|web)_\d+\]")
+# A document label, bracketed as a citation or named in prose ("the evidence labeled doc_1"): the prompt's own
+# name for a document, never an identifier the answer invents.
+_LABEL = re.compile(r"\[(?:doc|web)_\d+\]|\b(?:doc|web)_\d+\b")
 # A capitalised word or phrase ("Richard Nixon", "Account Settings", "McDonald's").
 _NAME = re.compile(r"\b[A-Z][\w'&-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'&-]*)*")
 # Tokens as text.words() sees them, case kept: identifiers such as user_123 or v2.3 stay whole.
@@ -65,7 +67,7 @@ def rule_flags(answer: str, evidence_text: str, given: str = "") -> list[str]:
     """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words.
     Numbers, names and identifiers that `given` holds (the question, unless `question_terms="checked"`) pass too:
     the answer repeats them, it does not invent them. An absolute word must be in the evidence either way."""
-    answer = _CITATION.sub(" ", answer)
+    answer = _LABEL.sub(" ", answer)
     evidence_plain = _plain(evidence_text)
     evidence_words = set(words(evidence_text)) | set(evidence_plain.split())  # "player.Mary" holds "mary"
     known_text = f"{evidence_text}\n{given}" if given else evidence_text  # a number, name or identifier's sources
