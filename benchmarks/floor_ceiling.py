@@ -16,6 +16,10 @@ Two ways to miss the bar, then, and they call for different work:
   draft judged not grounded), so no calibration or floor can bring them back;
 - enough right drafts but no floor meets the bar: the confidence does not rank right drafts far enough above wrong
   ones, so a better signal is needed, not another floor.
+For the first, `lost` counts where plain's right answers went that no draft of the graph holds, from each record's
+trace: a wrong draft; no draft, a draft having been judged not grounded by the rule checks (a name, number or
+identifier the cited evidence lacks) or else by the model's verdict; no draft, an answer judged not useful; nothing
+drafted at all. Counts only, to say which step to work on; never read the questions behind them to write a rule.
 Prints a table, writes benchmarks/results/floor_ceiling.json (or --out).
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,25 @@ def counts(shown: list[tuple[bool, bool]]) -> tuple[int, int, int]:
     """(right, wrong, unanswerable answered) of (answerable and containing a gold answer, answerable) pairs shown."""
     right = sum(1 for good, _ in shown if good)
     return right, len(shown) - right, sum(1 for _, answerable in shown if not answerable)
+
+
+RULE_FINDINGS = ("not in the evidence", "which the evidence does not have", "instructions to the assistant")
+
+
+def lost_at(record: dict[str, Any]) -> str:
+    """Where a question's right answer went when the graph kept no right draft (see the module's docstring)."""
+    if record.get("draft"):
+        return "wrong draft"
+    trace = record.get("trace") or []
+    checks = [t.get("reason", "") for t in trace if t.get("node") == "check_hallucination"
+              and t.get("decision") == "not grounded"]  # fmt: skip
+    if any(finding in reason for reason in checks for finding in RULE_FINDINGS):
+        return "not grounded: rules"
+    if checks:
+        return "not grounded: model"
+    if any(t.get("node") == "grade_answer" and t.get("decision") == "not useful" for t in trace):
+        return "not useful"
+    return "nothing drafted"
 
 
 def ceiling(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -64,10 +88,14 @@ def ceiling(records: list[dict[str, Any]]) -> dict[str, Any]:
         if guarded and (best is None or phi > best["phi_1"]):
             best = {"floor": round(floor, 4), "right": right, "wrong": wrong, "phi_1": round(phi, 3)}
     right_drafts = sum(1 for _, good, _ in drafts if good)
+    lost = Counter(lost_at(graph[i]) for i, r in plain.items() if r["answered"] and r["correct"]
+                   and not (not graph[i]["is_impossible"] and contains_gold(graph[i].get("draft") or "",
+                                                                          graph[i]["answers"])))  # fmt: skip
     return {"questions": n, "plain": {"right": plain_right, "wrong": plain_wrong, "phi_1": round(plain_phi, 3)},
             "shown": {"right": shown_right, "wrong": shown_wrong, "phi_1": round((shown_right - shown_wrong) / n, 3)},
             "drafts": len(drafts), "right_drafts": right_drafts,
             "right_drafts_vs_plain": round(right_drafts / plain_right, 2) if plain_right else None,
+            "lost": dict(sorted(lost.items())),
             "best_guarded_floor": best,
             "bar_reachable": bool(best and best["phi_1"] >= round(plain_phi + PHI_MARGIN, 3))}  # fmt: skip
 
@@ -97,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<92}{row['questions']:>4} | {plain['right']:>4}/{plain['wrong']:<4}{plain['phi_1']:>+7.3f} | "
               f"{shown['right']:>4}/{shown['wrong']:<4}{shown['phi_1']:>+7.3f} | "
               f"{row['right_drafts']:>5} ({kept:>5}) | {'':>20}{floor}  {'yes' if row['bar_reachable'] else 'no'}")
+        if row["lost"]:
+            print(f"{'':>4}plain's right answers with no right draft: "
+                  + ", ".join(f"{where} {count}" for where, count in row["lost"].items()))
     args.out.write_text(json.dumps({**provenance(argv, __file__), "bar": {
         "right_kept": RIGHT_KEPT, "unanswerable_kept": UNANSWERABLE_KEPT, "phi_margin": PHI_MARGIN}, "runs": rows},
         indent=2) + "\n", encoding="utf-8")  # fmt: skip

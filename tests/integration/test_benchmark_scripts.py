@@ -136,7 +136,8 @@ def record(qid: str, system: str, *, answered: bool, draft: str, confidence: flo
 def test_floor_ceiling_finds_the_best_floor_that_keeps_the_guards(tmp_path):
     """Plain shows 3 right and 3 wrong of 6; the graph's drafts rank 3 right above 2 wrong, so the floor at 0.7 keeps
     every right draft and drops both wrong ones: Φ₁ 0.5 against plain's 0.0, the bar reachable. A folder whose graph
-    drafted one right answer of plain's three cannot keep four fifths of them at any floor."""
+    drafted one right answer of plain's three cannot keep four fifths of them at any floor; its traces say why the
+    other two were lost: one draft failed a rule check, the other the model's verdict."""
     folder = tmp_path / "eval_toy"
     folder.mkdir()
     rows = []
@@ -149,9 +150,13 @@ def test_floor_ceiling_finds_the_best_floor_that_keeps_the_guards(tmp_path):
     (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     lost = tmp_path / "eval_lost"
     lost.mkdir()
+    checked = {"q0": [{"node": "check_hallucination", "decision": "not grounded",
+                       "reason": "groundedness 0.00 (threshold 0.75); name 'Lyon' not in the evidence"}],
+               "q1": [{"node": "check_hallucination", "decision": "not grounded",
+                       "reason": "groundedness 0.40 (threshold 0.75); 1 unsupported statements"}]}  # fmt: skip
     (lost / "records.jsonl").write_text("".join(
-        json.dumps({**r, "draft": "" if r["system"] == "selfcrag" and r["id"] in {"q0", "q1"} else r["draft"]}) + "\n"
-        for r in rows))  # fmt: skip
+        json.dumps({**r, "draft": "", "trace": checked[r["id"]]} if r["system"] == "selfcrag" and r["id"] in checked
+                   else r) + "\n" for r in rows))  # fmt: skip
     out = tmp_path / "ceiling.json"
     done = script(str(BENCHMARKS / "floor_ceiling.py"), str(folder), str(lost), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -161,4 +166,5 @@ def test_floor_ceiling_finds_the_best_floor_that_keeps_the_guards(tmp_path):
     assert toy["shown"] == {"right": 3, "wrong": 1, "phi_1": 0.333}
     assert toy["best_guarded_floor"] == {"floor": 0.7, "right": 3, "wrong": 0, "phi_1": 0.5} and toy["bar_reachable"]
     assert gone["right_drafts_vs_plain"] == 0.33 and gone["best_guarded_floor"] is None and not gone["bar_reachable"]
+    assert toy["lost"] == {} and gone["lost"] == {"not grounded: model": 1, "not grounded: rules": 1}
     assert json.loads(out.read_text())["commit"]
