@@ -176,3 +176,29 @@ def test_a_document_label_named_in_prose_is_no_invented_identifier():
     assert found[0] == [] and found[1] == []
     assert rule_checks("Gift cards last 365 days, says user_42 [doc_2].", STRIPS)[0] == [
         "identifier user_42 not in the evidence"]
+
+
+def test_backed_question_terms_pass_only_what_a_retrieved_passage_also_holds(checker):
+    """`question_terms="backed"`: the question's film passes when a retrieved passage (here one graded incorrect
+    and set aside, as a first hop often is) names it too; a premise only the question states (a false one, as in
+    SQuAD 2.0's unanswerable questions) is still held to the evidence."""
+    from types import SimpleNamespace
+
+    from langgraph.runtime import Runtime
+
+    from selfcrag.nodes import check_hallucination
+    from selfcrag.text.rules import backed_by
+
+    cast = [strip("candy", "John Candy starred beside Dan Aykroyd in a 1988 comedy.")]
+    node = check_hallucination.make(SimpleNamespace(groundedness=checker))  # type: ignore[arg-type]
+    first_hop = {"id": "film#0", "doc_id": "film", "chunk_index": 0, "title": "The Great Outdoors (film)",
+                 "source": "kb", "text": "A 1988 comedy.", "score": 0.5, "origin": "kb"}  # fmt: skip
+    state = {"question": "Who starred in The Great Outdoors?", "knowledge": cast,
+             "answer": "The Great Outdoors starred John Candy [doc_1]."}  # fmt: skip
+    backed = Runtime(context=Context(question_terms="backed"))
+    held = node({**state, "set_aside": [first_hop]}, backed)  # type: ignore[arg-type]
+    assert "Great Outdoors" not in held["trace"][0]["reason"]
+    unheld = node(state, backed)  # type: ignore[arg-type]
+    assert "name 'Great Outdoors' not in the evidence" in unheld["trace"][0]["reason"] and not unheld["grounded"]
+    assert backed_by("Is the return window 45 days, not 30?", "Returns: 30 days.") == "· · · · · days, · 30?"
+    assert backed_by("退货期限是四十五天吗？", "退货期限为三十天") == "退货期限······？"

@@ -83,7 +83,7 @@ class LLMGroundednessChecker:
         self.models = models
 
     def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
-        given = question if settings.question_terms == "given" else ""
+        given = "" if settings.question_terms == "checked" else question
         flags, flagged, instructed, sentences, copied = rule_checks(answer, strips, given)
         asked = self._yes_no if settings.groundedness_checking == "yes_no" else self._statements
         supported, said, usage, error = asked(answer, strips, sentences, settings)

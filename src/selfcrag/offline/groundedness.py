@@ -128,7 +128,7 @@ class OfflineGroundednessChecker:
         self.embedder = embedder
 
     def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
-        given = question if settings.question_terms == "given" else ""
+        given = "" if settings.question_terms == "checked" else question
         cited = cited_sentences(answer)
         sentences = [sentence for sentence, _ in cited]
         if not sentences:  # nothing to check

@@ -58,6 +58,36 @@ def names(sentence: str) -> list[str]:
     return found
 
 
+_WORD = re.compile(r"[^\W_]+(?:[_.][^\W_]+)*")  # a word of any script, identifiers whole
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def backed_by(question: str, passages: str) -> str:
+    """The question with every word the passages do not hold masked: what `question_terms="backed"` lets an answer
+    repeat. A name the question gives and a retrieved passage also holds (a multi-hop question's first hop) is
+    the knowledge base's, not the answer's invention; one only the question holds may be a false premise."""
+    held = set(_plain(passages).split()) | set(words(passages))
+
+    def kept(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if _CJK.search(token):  # a Chinese run has no spaces: keep its longest stretches the passages hold
+            return _held_stretches(token, passages)
+        return token if token.lower() in held else "·"
+
+    return _WORD.sub(kept, question)
+
+
+def _held_stretches(run: str, passages: str) -> str:
+    """`run` with what `passages` does not hold masked, matching greedily from the left, two characters or more (a
+    lone character is too common to say the passages name the same thing)."""
+    out, start = [], 0
+    while start < len(run):
+        end = next((e for e in range(len(run), start + 1, -1) if run[start:e] in passages), start)
+        out.append(run[start:end] if end > start else "·")
+        start = max(end, start + 1)
+    return "".join(out)
+
+
 def _plain(text: str) -> str:
     """Lower-case letters and digits between single spaces, for whole-word phrase lookups."""
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
