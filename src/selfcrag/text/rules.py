@@ -66,7 +66,7 @@ def backed_by(question: str, passages: str) -> str:
     """The question with every word the passages do not hold masked: what `question_terms="backed"` lets an answer
     repeat. A name the question gives and a retrieved passage also holds (a multi-hop question's first hop) is
     the knowledge base's, not the answer's invention; one only the question holds may be a false premise."""
-    held = set(_plain(passages).split()) | set(words(passages))
+    held = word_set(passages)
 
     def kept(match: re.Match[str]) -> str:
         token = match.group(0)
@@ -93,16 +93,22 @@ def _plain(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
 
 
+def word_set(text: str) -> set[str]:
+    """Every word `text` holds, as `words` reads them and split apart at punctuation too ("player.Mary" holds
+    "mary" as well as the identifier), for a word-by-word lookup."""
+    return set(words(text)) | set(_plain(text).split())
+
+
 def rule_flags(answer: str, evidence_text: str, given: str = "") -> list[str]:
     """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words.
     Numbers, names and identifiers that `given` holds (the question, unless `question_terms="checked"`) pass too:
     the answer repeats them, it does not invent them. An absolute word must be in the evidence either way."""
     answer = _LABEL.sub(" ", answer)
     evidence_plain = _plain(evidence_text)
-    evidence_words = set(words(evidence_text)) | set(evidence_plain.split())  # "player.Mary" holds "mary"
+    evidence_words = word_set(evidence_text)
     known_text = f"{evidence_text}\n{given}" if given else evidence_text  # a number, name or identifier's sources
     known_plain = _plain(known_text) if given else evidence_plain
-    known_words = evidence_words | set(words(given)) | set(_plain(given).split()) if given else evidence_words
+    known_words = evidence_words | word_set(given)
     flags: list[str] = []
 
     # "one" is as often a pronoun or article ("in one household") as a count: only digits count for 1.
