@@ -222,13 +222,13 @@ class Context(BaseModel):
         "where the server gives them (grounded at the minimum groundedness), with only the rule checks' sentences "
         "named as unsupported. Both fail closed and both yield to the rule checks.",
     )
-    question_terms: Literal["given", "backed", "checked"] = operator(
-        "given",
-        "Rule checks of the hallucination check: `given` = the names, numbers and identifiers the question itself "
-        "gives may be repeated, so an answer restating the question's premise is left to the checker's verdict and "
-        "the confidence; `backed` = only those a retrieved passage of the run also holds (a premise only the "
-        "question states may be false); `checked` = every one an answer states must be in the evidence it cites. "
-        "Absolute words are checked either way.",
+    question_terms: Literal["checked", "backed", "given"] = operator(
+        "checked",
+        "Rule checks of the hallucination check: `checked` = every name, number and identifier an answer states "
+        "must be in the evidence it cites, the question's own too; `backed` = the question's may be repeated where a "
+        "retrieved passage of the run also holds them (a premise only the question states may be false); `given` = "
+        "the question's may always be repeated, so an answer restating its premise is left to the checker's verdict "
+        "and the confidence. Absolute words are checked either way.",
     )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",

@@ -152,18 +152,19 @@ def test_an_answer_may_repeat_the_question_but_not_invent(checker):
     question = "Who starred in The Great Outdoors?"
     answer = "The Great Outdoors starred John Candy [doc_1]."
     model = LLMGroundednessChecker(ChatModels(FakeChatModel()))
+    given_terms = Context(question_terms="given")
     for backend in (model, checker):
-        checked = backend.check(answer, cast, Context(question_terms="checked"), question=question)
+        checked = backend.check(answer, cast, Context(), question=question)  # the default holds them to the evidence
         assert not checked.grounded and any("Great Outdoors" in flag for flag in checked.flags)
-        given = backend.check(answer, cast, Context(), question=question)
+        given = backend.check(answer, cast, given_terms, question=question)
         assert not any("Great Outdoors" in flag for flag in given.flags)
         # Only what the question gives passes: an invented name or number, or an absolute word, is still found.
         invented = backend.check("The Great Outdoors always starred Bill Murray in 1990 [doc_1].", cast,
-                                 Context(), question=question)
+                                 given_terms, question=question)
         assert {"name 'Bill Murray' not in the evidence", "number 1990 not in the evidence",
                 "absolute word 'always' not in the evidence"} <= set(invented.flags)
         assert not invented.grounded
-    assert model.check(answer, cast, Context(), question=question).grounded
+    assert model.check(answer, cast, given_terms, question=question).grounded
     # Absolute words the question holds are no evidence either.
     assert rule_checks("Candy always starred in it [doc_1].", cast, "Did Candy always star?")[0] == [
         "absolute word 'always' not in the evidence"]
