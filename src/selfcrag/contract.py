@@ -205,9 +205,11 @@ class Generator(Protocol):
 
 
 class GroundednessChecker(Protocol):
-    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
-        """How far `strips` support `answer`; `question` is what the answer replies to (the rule checks let the
-        answer repeat its names and numbers unless `question_terms="checked"`)."""
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "",
+              given: str = "") -> GroundednessCheck:
+        """How far `strips` support `answer`; `question` is what the answer replies to, `given` the text whose
+        names, numbers and identifiers the rule checks let the answer repeat (the node chooses it by
+        `question_terms`: nothing, the question, or the part of it a retrieved passage holds)."""
         ...
 
 

@@ -152,19 +152,18 @@ def test_an_answer_may_repeat_the_question_but_not_invent(checker):
     question = "Who starred in The Great Outdoors?"
     answer = "The Great Outdoors starred John Candy [doc_1]."
     model = LLMGroundednessChecker(ChatModels(FakeChatModel()))
-    given_terms = Context(question_terms="given")
     for backend in (model, checker):
-        checked = backend.check(answer, cast, Context(), question=question)  # the default holds them to the evidence
+        checked = backend.check(answer, cast, Context(), question=question)  # nothing given: held to the evidence
         assert not checked.grounded and any("Great Outdoors" in flag for flag in checked.flags)
-        given = backend.check(answer, cast, given_terms, question=question)
+        given = backend.check(answer, cast, Context(), question=question, given=question)
         assert not any("Great Outdoors" in flag for flag in given.flags)
         # Only what the question gives passes: an invented name or number, or an absolute word, is still found.
         invented = backend.check("The Great Outdoors always starred Bill Murray in 1990 [doc_1].", cast,
-                                 given_terms, question=question)
+                                 Context(), question=question, given=question)
         assert {"name 'Bill Murray' not in the evidence", "number 1990 not in the evidence",
                 "absolute word 'always' not in the evidence"} <= set(invented.flags)
         assert not invented.grounded
-    assert model.check(answer, cast, given_terms, question=question).grounded
+    assert model.check(answer, cast, Context(), question=question, given=question).grounded
     # Absolute words the question holds are no evidence either.
     assert rule_checks("Candy always starred in it [doc_1].", cast, "Did Candy always star?")[0] == [
         "absolute word 'always' not in the evidence"]
@@ -180,9 +179,10 @@ def test_a_document_label_named_in_prose_is_no_invented_identifier():
 
 
 def test_backed_question_terms_pass_only_what_a_retrieved_passage_also_holds(checker):
-    """`question_terms="backed"`: the question's film passes when a retrieved passage (here one graded incorrect
-    and set aside, as a first hop often is) names it too; a premise only the question states (a false one, as in
-    SQuAD 2.0's unanswerable questions) is still held to the evidence."""
+    """`question_terms` is read by the node: the default gives the rules nothing of the question, `given` all of
+    it. `backed`: the question's film passes when a retrieved passage (here one graded incorrect and set aside, as
+    a first hop often is) names it too; a premise only the question states (a false one, as in SQuAD 2.0's
+    unanswerable questions) is still held to the evidence."""
     from types import SimpleNamespace
 
     from langgraph.runtime import Runtime
@@ -201,5 +201,9 @@ def test_backed_question_terms_pass_only_what_a_retrieved_passage_also_holds(che
     assert "Great Outdoors" not in held["trace"][0]["reason"]
     unheld = node(state, backed)  # type: ignore[arg-type]
     assert "name 'Great Outdoors' not in the evidence" in unheld["trace"][0]["reason"] and not unheld["grounded"]
+    default = node(state, Runtime(context=Context()))  # type: ignore[arg-type]
+    assert "name 'Great Outdoors' not in the evidence" in default["trace"][0]["reason"]
+    given = node(state, Runtime(context=Context(question_terms="given")))  # type: ignore[arg-type]
+    assert "Great Outdoors" not in given["trace"][0]["reason"]
     assert backed_by("Is the return window 45 days, not 30?", "Returns: 30 days.") == "· · · · · days, · 30?"
     assert backed_by("退货期限是四十五天吗？", "退货期限为三十天") == "退货期限······？"

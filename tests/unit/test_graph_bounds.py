@@ -58,7 +58,7 @@ class Fixed:
         cite = {"ref": "doc_1", "doc_id": "p", "title": "P", "source": "p.md", "quote": "Returns take 30 days."}
         return Draft(answer="Returns take 45 days. [doc_1]", citations=[cite], llm_calls=self.calls)
 
-    def check(self, answer, strips, settings, question=""):
+    def check(self, answer, strips, settings, question="", given=""):
         self.seen["check"] += 1
         return GroundednessCheck(score=1.0 if self.is_grounded else 0.2, grounded=self.is_grounded,
                                  unsupported=[] if self.is_grounded else ["Returns take 45 days."],

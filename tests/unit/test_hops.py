@@ -61,7 +61,7 @@ class TwoHops:
         self.generated_from.append([s["text"] for s in strips])
         return self.generator.generate(question, strips, settings, avoid)
 
-    def check(self, answer, strips, settings, question=""):
+    def check(self, answer, strips, settings, question="", given=""):
         return GroundednessCheck(score=1.0, grounded=all(part.split(" [")[0] in " ".join(s["text"] for s in strips)
                                                          for part in [answer]))
 

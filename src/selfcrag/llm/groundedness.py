@@ -82,8 +82,8 @@ class LLMGroundednessChecker:
     def __init__(self, models: ChatModels) -> None:
         self.models = models
 
-    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
-        given = "" if settings.question_terms == "checked" else question
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "",
+              given: str = "") -> GroundednessCheck:
         flags, flagged, instructed, sentences, copied = rule_checks(answer, strips, given)
         asked = self._yes_no if settings.groundedness_checking == "yes_no" else self._statements
         supported, said, usage, error = asked(answer, strips, sentences, settings)
@@ -138,7 +138,7 @@ def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list
     against them only; an uncited one against all the evidence. The rules read a document's title beside its text,
     because the prompt shows it as part of the document: a page titled "Ed Wood" whose text says "He was an
     American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer.
-    Names and numbers `given` holds (the question, unless `question_terms="checked"`) pass as well."""
+    Names and numbers `given` holds (what `question_terms` lets an answer repeat of its question) pass as well."""
     flags: list[str] = []
     flagged: list[str] = []
     instructed = False

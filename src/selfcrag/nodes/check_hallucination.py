@@ -15,16 +15,23 @@ from selfcrag.text.rules import backed_by
 from selfcrag.trust_boundary import settings_of
 
 
+def repeatable(question: str, state: State, settings: Context) -> str:
+    """What of the question the rule checks let an answer repeat (`question_terms`): nothing (`checked`), all of it
+    (`given`), or the words a passage the run retrieved holds too (`backed`; the rest masked)."""
+    if settings.question_terms == "checked":
+        return ""
+    if settings.question_terms == "given":
+        return question
+    retrieved = [*(state.get("sources") or []), *(state.get("set_aside") or []), *(state.get("documents") or [])]
+    return backed_by(question, "\n".join(f"{p['title']}\n{p['text']}" for p in retrieved))
+
+
 def make(components: Components) -> NodeFunction:
     def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         question = state.get("question") or ""
-        if settings.question_terms == "backed":  # the question's words no retrieved passage of the run holds are masked
-            retrieved = [*(state.get("sources") or []), *(state.get("set_aside") or []),
-                         *(state.get("documents") or [])]  # fmt: skip
-            question = backed_by(question, "\n".join(f"{p['title']}\n{p['text']}" for p in retrieved))
         check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings,
-                                              question=question)
+                                              question=question, given=repeatable(question, state, settings))
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"

@@ -127,8 +127,8 @@ class OfflineGroundednessChecker:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "") -> GroundednessCheck:
-        given = "" if settings.question_terms == "checked" else question
+    def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "",
+              given: str = "") -> GroundednessCheck:
         cited = cited_sentences(answer)
         sentences = [sentence for sentence, _ in cited]
         if not sentences:  # nothing to check

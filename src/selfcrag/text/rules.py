@@ -101,7 +101,7 @@ def word_set(text: str) -> set[str]:
 
 def rule_flags(answer: str, evidence_text: str, given: str = "") -> list[str]:
     """Findings in `answer` that `evidence_text` does not back: numbers, names/identifiers, absolute words.
-    Numbers, names and identifiers that `given` holds (the question, unless `question_terms="checked"`) pass too:
+    Numbers, names and identifiers that `given` holds (what `question_terms` lets an answer repeat) pass too:
     the answer repeats them, it does not invent them. An absolute word must be in the evidence either way."""
     answer = _LABEL.sub(" ", answer)
     evidence_plain = _plain(evidence_text)
