@@ -89,7 +89,7 @@ def test_a_reply_may_name_the_draft_it_read_as_short_text() -> None:
 class BrokenChecker:
     """A groundedness check that fails: the run stops right after `generate`, as a fault or a cancel would."""
 
-    def check(self, answer: str, strips: list[Any], settings: Any, question: str = "") -> Any:
+    def check(self, answer: str, strips: list[Any], settings: Any, question: str = "", given: str = "") -> Any:
         raise RuntimeError("the checker failed")
 
 

@@ -48,7 +48,7 @@ class FailsFirstDraft:
     def __init__(self, checker: Any) -> None:
         self.checker, self.calls = checker, 0
 
-    def check(self, answer: str, strips: list, settings: Any, question: str = "") -> GroundednessCheck:
+    def check(self, answer: str, strips: list, settings: Any, question: str = "", given: str = "") -> GroundednessCheck:
         self.calls += 1
         if self.calls == 1:
             return GroundednessCheck(score=0.4, grounded=False, unsupported=[answer.split(". ")[0]])
