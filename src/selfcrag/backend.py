@@ -4,6 +4,7 @@ OPENAI_BASE_URL is set) and is what `build_graph()` uses by default."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from selfcrag.contract import (
     WebSearch,
 )
 from selfcrag.endpoints import model_configured
-from selfcrag.errors import IngestError
+from selfcrag.errors import ComponentError, IngestError
 from selfcrag.knowledge.embeddings import default_embedder, embedder_for, for_run
 from selfcrag.knowledge.loaded_indexes import index_for
 from selfcrag.web_search import TavilyWebSearch
@@ -97,8 +98,47 @@ class Components:
     # Asked about the draft to show when the `verifier` setting names a model (either backend; off by default).
     verifier: AnswerVerifier = field(default_factory=_verifier)
 
+    def __post_init__(self) -> None:
+        for role, protocol in ROLE_CONTRACTS.items():
+            part = getattr(self, role)
+            problem = "" if part is None or isinstance(part, _Chosen) else unfit(part, protocol)
+            if problem:
+                raise ComponentError(f"the {role} component {type(part).__name__}: {problem}")
+
     def retriever_for(self, settings: Context) -> Retriever:
         return searched(self.retriever, self.embedder, settings)
+
+
+ROLE_CONTRACTS: dict[str, type] = {
+    "relevance": RelevanceGrader, "refiner": Refiner, "generator": Generator, "groundedness": GroundednessChecker,
+    "answer_grader": AnswerGrader, "rewriter": QueryRewriter, "web": WebSearch, "router": QuestionRouter,
+    "retriever": Retriever, "verifier": AnswerVerifier,
+}  # fmt: skip
+
+
+def unfit(part: object, protocol: type) -> str:
+    """Why `part` cannot serve as `protocol` ("" when it can): a method missing, or one whose parameters cannot
+    take what a node passes (the contract's required arguments by position, its optional ones by name). A checker
+    written before `check` gained `given` would otherwise fail inside every run and be read as a model fault."""
+    for name, member in vars(protocol).items():
+        if name.startswith("_") or not callable(member):
+            continue
+        method = getattr(part, name, None)
+        if not callable(method):
+            return f"has no method {name}()"
+        try:
+            wanted = list(inspect.signature(member).parameters.values())[1:]  # without self
+            own = inspect.signature(method)
+        except (TypeError, ValueError):  # a builtin or C method without a readable signature: trust it
+            continue
+        required = [p for p in wanted if p.default is inspect.Parameter.empty]
+        optional = {p.name: None for p in wanted if p.default is not inspect.Parameter.empty}
+        try:
+            own.bind(*required, **optional)
+        except TypeError as error:
+            names = ", ".join(p.name for p in wanted)
+            return f"{name}() must accept ({names}) as selfcrag.contract.{protocol.__name__} says: {error}"
+    return ""
 
 
 def searched(retriever: Retriever | None, embedder: Embedder | None, settings: Context) -> Retriever:

@@ -64,6 +64,12 @@ class WebSearchError(SelfcragError, RuntimeError):
     """Web search failed (timeout, HTTP error, bad reply); the graph degrades to retrieval only."""
 
 
+# backend.py
+class ComponentError(SelfcragError, TypeError):
+    """A component given to the graph cannot take the arguments its node passes (a method written to an older
+    contract): raised when the components are put together, not when a run's first call fails."""
+
+
 # llm/faults.py
 class ModelConfigError(SelfcragError, ValueError):
     """The model settings cannot work (no key or server, unknown provider): a setup error, raised, not degraded."""

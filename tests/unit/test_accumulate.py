@@ -86,7 +86,10 @@ class Hops:
         self.seen["rewrite"] += 1
         return Rewrite(query=f"{query} hop{self.seen['rewrite']}", reason="next hop")
 
-    available = False
+    available = False  # the web component too: never asked to search
+
+    def search(self, query, settings):
+        raise AssertionError("web search is unavailable")
 
 
 def graph_of(fake, **kw):

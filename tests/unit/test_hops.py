@@ -36,7 +36,10 @@ class TwoHops:
     """One passage per round; the refiner keeps only the first sentence of each; answers are judged useful only
     with `useful_from` in them; the generator is the real extractive one."""
 
-    available = False
+    available = False  # the web component too: never asked to search
+
+    def search(self, query, settings):
+        raise AssertionError("web search is unavailable")
 
     def __init__(self, rounds: list[Passage], relevance: dict[str, float]):
         self.rounds, self.relevance, self.seen = rounds, relevance, Counter()
