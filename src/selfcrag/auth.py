@@ -145,7 +145,7 @@ def owned(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
 def unfinished(values: Any) -> bool:
     """Whether a thread's values are those of a turn that stopped halfway: `prepare` opens every turn with an empty
     `decision` and only `finalize` sets it, so a failed or cancelled run leaves it empty beside a draft nothing
-    checked (`answer`, `drafts`, `speculation`, the passages)."""
+    checked (`answer`, `candidates`, the passages)."""
     return isinstance(values, dict) and values.get("decision") == ""
 
 

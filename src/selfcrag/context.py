@@ -333,14 +333,6 @@ class Context(BaseModel):
         "decompression bomb.", ge=1,
     )
 
-    # --- speculative generation (model backend; graph.py, nodes/speculate.py) ---
-    speculate: bool = run(
-        True,
-        "Model backend: when the first round's best passage scores at least the minimum context relevance, draft "
-        "the answer while grading and keep the draft if grading agrees (one round trip fewer); off = grade, then "
-        "generate. The offline backend never speculates.",
-    )
-
     # --- search: the FAISS index type (knowledge/vector_index.py) ---------------------------------
     vector_index: Literal["auto", "flat", "hnsw"] = operator(
         "auto",

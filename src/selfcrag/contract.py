@@ -115,9 +115,12 @@ class GroundednessCheck(ModelUse):
     grounded: bool
     unsupported: list[str] = field(default_factory=list)  # answer sentences / claims without support
     flags: list[str] = field(default_factory=list)  # rule-check findings, e.g. "number 45 not in evidence"
-    # Never shown, whatever the confidence: a rule check found what the cited evidence lacks (a number, name or
-    # identifier; a citation to nothing; copied instructions), or nothing could check it. A calibration that scores
-    # ungrounded drafts (quality/calibration.py) weighs a checker's opinion, never these exact findings.
+    # Names, numbers, identifiers and absolute words of the answer that no text the rules read holds: a feature of
+    # the draft's score (quality/calibration.py `rule_findings`), not a veto.
+    findings: int = 0
+    # Never shown, whatever the confidence: a finding that is certain (a citation to a document the evidence does
+    # not have; text that addresses the assistant), or nothing could check the draft. A calibration that scores
+    # ungrounded drafts weighs a checker's opinion and the rule findings, never these.
     vetoed: bool = False
 
 

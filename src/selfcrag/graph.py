@@ -1,20 +1,22 @@
 """The self-corrective RAG state machine (Corrective RAG + Self-RAG), and only that.
 
-    prepare -> contextualize -> route_question --retrieve--> retrieve -> grade_documents
+    prepare -> contextualize -> route_question --retrieve--> retrieve
     route_question --direct (conversation)--> finalize;  --web_search (outside the knowledge base)--> web_search
+    retrieve --first round--> first_draft (plain's single pass) -> (check_hallucination || grade_answer) -> judge
+             --later rounds--> grade_documents
+    judge --best candidate at the floor--> finalize                    (every draft is a candidate: judge scores it)
+          --below it: plain's draft--> grade_documents;  an ungrounded draft, generations left--> generate
+          --otherwise, rounds left--> rewrite_query;  otherwise --> finalize
     grade_documents --correct/ambiguous--> refine --ambiguous--> web_search -> generate
                     --incorrect---------> rewrite_query --web--> web_search -> generate
                                                         --kb---> retrieve (repeat: finalize)
     generate -> (check_hallucination || grade_answer, concurrently) -> judge
-    judge --not grounded, generations left--> generate
-          --otherwise: not useful, rounds left--> rewrite_query;  otherwise --> finalize
-    finalize --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
+    finalize (shows the best candidate, or abstains below the floor)
+             --low confidence, human review on--> human_review (interrupt) -> END;  otherwise -> END
     (every way to finalize goes through verify first when the `verifier` setting is on and a draft was kept)
     (retrieve --a question the evidence cannot read--> finalize;  human_review --unusable reply--> human_review;
      retrieve --a correction round with no new chunk--> generate (evidence not yet drafted from), else finalize)
     (contextualize: a follow-up that leans on the conversation is rewritten to stand alone; others pass as asked)
-    (model backend, strong first round: retrieve -> (grade_documents || speculate, a draft) -> adopt_draft
-        --grading agrees: the draft--> (check_hallucination || grade_answer);  otherwise--> as grading routes)
 
 Every loop is bounded by the graph's own counters in `routing.py`, never by the recursion limit. Nodes that
 call models run within the run's call budget and deadline (`bounded`); their calls retry transient faults
@@ -37,11 +39,11 @@ from selfcrag import routing
 from selfcrag.backend import Components, auto_components, model_components
 from selfcrag.context import Context
 from selfcrag.nodes import (
-    adopt_draft,
     bounded,
     check_hallucination,
     contextualize,
     finalize,
+    first_draft,
     generate,
     grade_answer,
     grade_documents,
@@ -52,11 +54,9 @@ from selfcrag.nodes import (
     retrieve,
     rewrite_query,
     route_question,
-    speculate,
     verify,
     web_search,
 )
-from selfcrag.nodes.speculate import model_backend
 from selfcrag.setting_names import check_configurable
 from selfcrag.state import InputState, OutputState, State
 from selfcrag.tool import SelfCragGraph
@@ -65,10 +65,9 @@ from selfcrag.trust_boundary import OperatorSettings, resolve
 if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~0.3 s of every CLI start
     from langchain_core.language_models import BaseChatModel
 
-NODES = (prepare, contextualize, route_question, retrieve, grade_documents, speculate, adopt_draft, refine,
-         web_search, generate, check_hallucination, grade_answer, judge, rewrite_query, verify, finalize,
-         human_review)  # fmt: skip
-MODEL_NODES = {"contextualize", "route_question", "grade_documents", "speculate", "refine", "web_search",
+NODES = (prepare, contextualize, route_question, retrieve, first_draft, grade_documents, refine, web_search, generate,
+         check_hallucination, grade_answer, judge, rewrite_query, verify, finalize, human_review)  # fmt: skip
+MODEL_NODES = {"contextualize", "route_question", "first_draft", "grade_documents", "refine", "web_search",
                "generate", "check_hallucination", "grade_answer", "rewrite_query", "verify"}  # fmt: skip
 NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
 
@@ -137,28 +136,17 @@ def build_graph(
             decide, targets = routing.through_verify(decide), [*targets, "verify"]
         graph.add_conditional_edges(source, _with_settings(_route(decide), base), targets)  # decided in routing.py
 
-    def on_backend(decide: Callable[[State, Context, bool], Any]) -> Callable[[State, Context], Any]:
-        """Routes that ask whether this run generates with a model (only the model backend speculates)."""
-
-        def decide_here(state: State, settings: Context) -> Any:
-            return decide(state, settings, settings.speculate and model_backend(components, settings))
-
-        decide_here.__name__ = decide.__name__
-        return decide_here
-
     branch("route_question", routing.after_route, ["retrieve", "web_search", "finalize"])
-    branch("retrieve", on_backend(routing.fan_out), [*routing.SPECULATION, "generate", "finalize"])
-    branch("grade_documents", on_backend(routing.after_grading_or_join),
-           ["refine", "rewrite_query", "finalize", "adopt_draft"])  # fmt: skip
-    graph.add_edge("speculate", "adopt_draft")  # grading routes there too: the two meet
-    branch("adopt_draft", routing.after_adopt, [*routing.CHECKS, "refine", "rewrite_query", "finalize"])
+    branch("retrieve", routing.after_retrieve, ["first_draft", "grade_documents", "generate", "finalize"])
+    branch("first_draft", routing.after_first_draft, [*routing.CHECKS, "grade_documents"])
+    branch("grade_documents", routing.after_grading, ["refine", "rewrite_query", "finalize"])
     branch("refine", routing.after_refine, ["web_search", "generate", "rewrite_query", "finalize"])
     branch("rewrite_query", routing.after_rewrite, ["web_search", "retrieve", "generate", "finalize"])
     branch("web_search", routing.after_web_search, ["generate", "retrieve", "rewrite_query", "finalize"])
     branch("generate", routing.after_generate, [*routing.CHECKS, "rewrite_query", "finalize"])
     graph.add_edge(routing.CHECKS, "judge")  # waits for both checks
     graph.add_edge("verify", "finalize")
-    branch("judge", routing.after_checks, ["generate", "rewrite_query", "finalize"])
+    branch("judge", routing.after_judge, ["grade_documents", "generate", "rewrite_query", "finalize"])
     branch("finalize", routing.after_finalize, ["human_review", END])
     branch("human_review", routing.after_review, ["human_review", END])
     # `as_tool` made for models: selfcrag/tool.py

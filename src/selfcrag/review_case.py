@@ -3,7 +3,7 @@
 Run by a client that is not a reviewer (an asker on a server with auth, selfcrag/auth.py), the held case — the
 draft, its citations, evidence and what a rejection would say is missing — goes to the LangGraph store under
 ("selfcrag_reviews", <thread id>), which only reviewers read; the thread's state and the interrupt carry only a
-pointer, and the state loses every other copy of the draft's text (the kept drafts, the speculative draft, the
+pointer, and the state loses every other copy of the draft's text (the candidates, the
 unsupported sentences, the answer grader's feedback, the trace's quotes) and the passages it was drawn from.
 Everywhere else (the CLI, `ask()`, a server without auth, an operator's or a reviewer's own run) whoever reads the
 thread may read the draft, and the case waits in state `draft` as before.
@@ -23,7 +23,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Overwrite
 
 REVIEWS = ("selfcrag_reviews",)
-QUOTING = ("unsupported", "draft")  # trace keys that may quote the draft
+QUOTING = ("unsupported", "draft", "candidates")  # trace keys that may quote the draft
 
 
 def _configurable() -> dict[str, Any]:
@@ -102,5 +102,5 @@ def sealed_state(trace: list[dict[str, Any]]) -> dict[str, Any]:
     passages it was drawn from (an extractive draft is their sentences): the case in the store keeps its evidence."""
     quiet = [{k: ("" if k == "draft" else []) if k in QUOTING else v for k, v in step.items()} for step in trace]
     passages: dict[str, list[Any]] = {key: [] for key in ("documents", "knowledge", "evidence", "sources", "set_aside")}
-    return {"drafts": [], "speculation": {}, "unsupported_claims": [], "feedback": "", **passages,
+    return {"candidates": [], "unsupported_claims": [], "feedback": "", **passages,
             "trace": Overwrite(quiet)}

@@ -71,7 +71,13 @@ def after_retrieve(state: State, settings: Context) -> str:
         return "finalize"
     if nothing_new(state):
         return "generate" if unused_evidence(state) else "finalize"
-    return "grade_documents"
+    return "first_draft" if drafts_first(state) else "grade_documents"
+
+
+def drafts_first(state: State) -> bool:
+    """The run's first retrieval round drafts plain's single-pass answer before any grading: the first candidate
+    (nodes/first_draft.py). Later rounds grade first: they exist because the candidates so far scored too low."""
+    return state.get("retrieval_rounds", 0) == 1 and bool(state.get("documents")) and not state.get("candidates")
 
 
 def unused_evidence(state: State) -> bool:
@@ -161,34 +167,36 @@ def after_generate(state: State, settings: Context) -> str | list[str]:
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
-def after_hallucination_check(state: State, settings: Context) -> str:
-    """Not grounded: regenerate (told what was unsupported) while generations and budget remain."""
-    if state.get("grounded"):
-        return "grade_answer"
-    if state.get("generations", 0) < settings.max_generations and budget_left(state, settings):
-        return "generate"
-    return "grade_answer"
+def after_first_draft(state: State, settings: Context) -> str | list[str]:
+    """Plain's draft goes to both checks; when it wrote nothing, the CRAG correction starts with grading."""
+    return CHECKS if state.get("answer") else "grade_documents"
 
 
-def after_answer_grade(state: State, settings: Context) -> str:
-    """Not useful: rewrite the query and retrieve again while rounds and budget remain."""
-    if state.get("answer_useful"):
+def best_confidence(state: State) -> float:
+    """The highest calibrated probability among the run's candidates that may be shown (`judge` scored each)."""
+    return max((float(c["confidence"]) for c in state.get("candidates") or [] if c.get("showable")), default=0.0)
+
+
+def after_judge(state: State, settings: Context) -> str:
+    """Correct only when it can pay: the best candidate at or above the floor ends the run. Below it, plain's
+    draft is followed by the CRAG correction (grading, refinement, web); a draft the check found ungrounded is
+    regenerated while generations and budget remain (told what was unsupported); otherwise the query is
+    rewritten while rounds remain. No correction starts once the call budget is spent. A correction's drafts join
+    the candidates, never replace them."""
+    if best_confidence(state) >= settings.thresholds().overall or not budget_left(state, settings):
         return "finalize"
-    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
-
-
-def after_checks(state: State, settings: Context) -> str:
-    """Both verdicts on the draft are in: an ungrounded draft is regenerated while generations and budget remain
-    (whatever its usefulness: a supported one is better to show); otherwise the answer grade decides."""
-    if after_hallucination_check(state, settings) == "generate":
+    latest = (state.get("candidates") or [{}])[-1]
+    if latest.get("plain") and not state.get("grades"):
+        return "grade_documents"
+    if not state.get("grounded") and state.get("generations", 0) < settings.max_generations:
         return "generate"
-    return after_answer_grade(state, settings)
+    return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
 def verifying(state: State, settings: Context) -> bool:
     """The local verifier (off by default) looks at the draft to show before `finalize` decides: when the
     `verifier` setting names a model and the run kept a draft it may show."""
-    return bool(settings.verifier) and bool(state.get("drafts"))
+    return bool(settings.verifier) and bool(state.get("candidates"))
 
 
 def through_verify(decide: Callable[[State, Context], Any]) -> Callable[[State, Context], Any]:
@@ -225,47 +233,3 @@ def review_triggers(measured: dict[str, float], minimum_confidence: float, setti
     if max(triad) - min(triad) > settings.review_spread:
         reasons.append(f"triad scores spread by {max(triad) - min(triad):.2f} (> {settings.review_spread})")
     return reasons
-
-
-# --- speculative generation (model backend) ---------------------------------------------------------------------
-# Grading and a speculative draft run at once, and meet at `adopt_draft`, which keeps the draft only when grading
-# agrees (nodes/speculate.py). Both routes below ask `speculates` with the state after `retrieve`, which grading
-# does not change (documents, round, settings), so the fan-out and the join always agree.
-SPECULATION = ["grade_documents", "speculate"]
-ROUTE_CALLS = 1  # the model backend's route_question call, made before the first round
-
-
-def speculates(state: State, settings: Context, model_backend: bool) -> bool:
-    """Draft while grading: the model backend (offline generation is cheap, and sequential is simpler), the setting
-    on, the first round, strips refined without a model call (`refine_with="scores"`: the draft's evidence can be
-    made before grading), a budget with room for the whole happy path (the route, grading, the draft, both checks:
-    the draft never takes a call the normal path needs; read from the settings, not the calls so far, so the fan-out
-    and the join, with grading's calls between them, agree), and strong retrieval: the best passage's retrieval
-    score at or above the minimum context relevance. On the SQuAD dev sample (offline grader as the model's
-    stand-in) grading agreed with a draft for 91% of the 190 questions at or above 0.70 and 30% of
-    the 10 below; margin over the second passage told nothing more (88% at any margin)."""
-    documents = state.get("documents") or []
-    grading_calls = 1 if settings.grading == "batch" else len(documents)
-    if not (model_backend and settings.speculate and settings.refine_with == "scores" and documents):
-        return False
-    if state.get("retrieval_rounds", 0) != 1 or settings.max_llm_calls < ROUTE_CALLS + grading_calls + 3:
-        return False
-    return max(p["score"] for p in documents) >= settings.thresholds().context_relevance
-
-
-def fan_out(state: State, settings: Context, model_backend: bool) -> str | list[str]:
-    """After retrieve: grading, and with it a speculative draft when `speculates`."""
-    after = after_retrieve(state, settings)
-    return SPECULATION if after == "grade_documents" and speculates(state, settings, model_backend) else after
-
-
-def after_grading_or_join(state: State, settings: Context, model_backend: bool) -> str:
-    """Grading that ran beside a draft waits for it at `adopt_draft`; otherwise the CRAG action decides."""
-    return "adopt_draft" if speculates(state, settings, model_backend) else after_grading(state, settings)
-
-
-def after_adopt(state: State, settings: Context) -> str | list[str]:
-    """A kept draft goes on as a generated one would (both checks at once); a discarded one takes the normal path."""
-    if (state.get("speculation") or {}).get("kept"):
-        return after_generate(state, settings)
-    return after_grading(state, settings)

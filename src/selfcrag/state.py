@@ -104,8 +104,9 @@ class State(OutputState, total=False):
     knowledge: list[Strip]  # what generation may use: the best of `evidence`, within the strip budget
     evidence: list[Strip]  # every strip judged relevant in any round of this run (web included), one per text
     sources: list[Passage]  # the whole passages those strips were cut from (not graded incorrect), one per chunk
-    # Every draft of the run finalize may show, as judge saw it (quality/drafts.py): it shows the most confident one.
-    drafts: list[dict[str, Any]]
+    # Every draft of the run, as judge saw and scored it (quality/drafts.py): plain's single-pass draft first, then
+    # each correction's; none is ever removed, and finalize shows the most confident one that may be shown.
+    candidates: list[dict[str, Any]]
     bridges: list[str]  # names the rewrites carried from the evidence into the query (the bridge of a multi-hop)
     set_aside: list[Passage]  # the passages refine saw graded incorrect: one may hold the other hop's name
     web_available: bool
@@ -122,9 +123,6 @@ class State(OutputState, total=False):
     review: dict[str, Any]  # what a person decided in human_review
     run_ledger: str  # which ledger (selfcrag/ledger.py) counts this run: an id `prepare` writes
     draft: dict[str, Any]  # answer + citations held for review; the paused output's `answer` says it awaits it
-    # A draft written while grading (nodes/speculate.py): answer, citations, missing, the strips it was written
-    # from and any fault; `adopt_draft` replaces it with {"kept": bool, "reason": ...}.
-    speculation: dict[str, Any]
 
 
 # What a node module's `make(components)` returns: LangGraph calls it with (state, runtime) or (state).

@@ -13,9 +13,9 @@ from typing import Any, TextIO
 from langchain_core.messages import AIMessageChunk
 
 # Tokens are shown from the nodes that write the answer only: graders that call a model stream too, but
-# their tokens are verdicts, not the answer. `speculate` drafts while grading; a draft it discards is followed by
-# a progress line saying so, then `generate`'s tokens.
-ANSWER_NODES = ("generate", "speculate")
+# their tokens are verdicts, not the answer. `first_draft` writes plain's single-pass draft; a correction's
+# `generate` may follow it with another candidate, after a progress line saying why.
+ANSWER_NODES = ("first_draft", "generate")
 
 
 @dataclass

@@ -21,6 +21,8 @@ mode, so the layer falls back to that plain prompt), and a prompt without one is
 - answer grade: `usefulness`; rewrites: the question's longer words; a follow-up: carried as offline; the route:
   `direct` for conversation as the offline router reads it, else `retrieve`
 - `fail`: roles whose calls raise `FakeModelError` (a model fault: the step degrades, the run goes on)
+- `declines`: how many answer calls reply `INSUFFICIENT` before it answers: with 1, plain's single-pass draft (the
+  run's first candidate) finds nothing, and the run goes on to grade, refine and generate (the correction path)
 - `calls`: the roles asked, in order
 """
 
@@ -69,6 +71,7 @@ class FakeChatModel(BaseChatModel):
     usefulness: float = 0.9
     answer: str | Callable[[str, list[tuple[str, str]]], str] | None = None
     fail: Collection[str] = ()
+    declines: int = 0
     calls: list[str] = Field(default_factory=list)
 
     @property
@@ -121,6 +124,8 @@ class FakeChatModel(BaseChatModel):
         return {"id": ident, "label": label, "confidence": 0.9, "reason": f"{label} by rule"}
 
     def _answer(self, question: str, evidence: list[tuple[str, str]]) -> str:
+        if self.calls.count("answer") <= self.declines:
+            return "INSUFFICIENT: scripted to decline (declines)"
         if isinstance(self.answer, str):
             return self.answer
         if self.answer is not None:

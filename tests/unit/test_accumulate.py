@@ -101,7 +101,8 @@ def graph_of(fake, **kw):
 def test_a_second_hop_adds_to_the_first():
     fake = Hops([["a#0"], ["a#0", "b#0"]])
     result = graph_of(fake).invoke({"question": "q"}, context=Context(max_retrieval_rounds=3))
-    assert fake.generated_from[:2] == [["a#0"], ["a#0", "b#0"]]  # round 2 generated from both hops
+    # plain's draft, round 1's from the strips, round 2's from both hops
+    assert fake.generated_from[:3] == [["a#0"], ["a#0"], ["a#0", "b#0"]]
     assert fake.seen["grade_documents"] == 2  # a#0 was graded once: round 2 graded only what was new
     refines = [s for s in result["trace"] if s["node"] == "refine"]
     assert [s["evidence_added"] for s in refines] == [1, 1]
@@ -111,7 +112,7 @@ def test_a_round_that_finds_nothing_new_ends_the_correction():
     fake = Hops([["a#0"], ["a#0"], ["b#0"]])
     result = graph_of(fake).invoke({"question": "q"}, context=Context(max_retrieval_rounds=3))
     assert fake.seen["retrieve"] == 2  # round 3 was never tried: round 2 could add nothing
-    assert len(fake.generated_from) == 1
+    assert len(fake.generated_from) == 2  # plain's draft and round 1's
     retrieves = [s for s in result["trace"] if s["node"] == "retrieve"]
     assert "no new evidence, correction ends" in retrieves[-1]["reason"]
     assert result["trace"][-1]["node"] == "finalize"
@@ -125,11 +126,13 @@ def test_evidence_does_not_leak_into_the_next_run_of_a_thread():
     graph = graph_of(fake, checkpointer=InMemorySaver())
     thread = {"configurable": {"thread_id": "t"}}
     graph.invoke({"question": "first"}, thread, context=Context(max_retrieval_rounds=1))
+    assert [s["id"] for s in graph.get_state(thread).values["evidence"]] == ["a#0"]  # refined: not useful at first
     fake.rounds = [["b#0"]]
     graph.invoke({"question": "second"}, thread, context=Context(max_retrieval_rounds=1))
     assert fake.generated_from[-1] == ["b#0"]
     values = graph.get_state(thread).values
-    assert [s["id"] for s in values["evidence"]] == ["b#0"] and values["seen"] == ["b#0"]
+    # plain's draft answered the second question: nothing refined, and nothing of the first run's evidence left
+    assert values["evidence"] == [] and values["seen"] == ["b#0"]
 
 
 def test_the_rewrite_carries_the_name_the_first_hop_found():

@@ -22,7 +22,8 @@ RUN = {
                                                      {"id": "song#3", "label": "incorrect", "score": 0.3}]},
               {"node": "generate", "decision": "no answer"}, {"node": "generate", "decision": "draft"},
               {"node": "grade_answer", "decision": "useful", "violations": 1, "term_coverage": 0.75},
-              {"node": "grade_answer", "decision": "useful", "violations": 0, "term_coverage": 0.8}],
+              {"node": "grade_answer", "decision": "useful", "violations": 0, "term_coverage": 0.8},
+              {"node": "check_hallucination", "decision": "grounded", "findings": 0}],
 }  # fmt: skip
 ANSWER = "In 1272 Kublai Khan moved the capital to Khanbaliq, present-day Beijing. [doc_1]"
 
@@ -83,6 +84,9 @@ def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
     # `verifier` too: no local verifier measured a draft in these runs (it is off by default)
     assert unmeasured(failed) == {"answer_relevance", "verifier"}  # type: ignore[arg-type]
     assert unmeasured(RUN) == {"verifier"}  # type: ignore[arg-type]
+    # A grader that has not run yet measured nothing either: plain's draft is scored before any grading.
+    ungraded = {**RUN, "trace": [s for s in RUN["trace"] if s["node"] != "grade_documents"]}
+    assert unmeasured(ungraded) == {"grade_top", "grade_correct_share", "grade_margin", "verifier"}  # type: ignore[arg-type]
     verified = {**RUN, "trace": [*RUN["trace"], {"node": "verify", "score": 0.9, "verified": "Paris [doc_1]"}]}
     assert unmeasured(verified, "Paris") == {"verifier"}  # type: ignore[arg-type]  # another draft than this
     verified["trace"][-1]["verified"] = "Paris"

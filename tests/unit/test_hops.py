@@ -62,6 +62,8 @@ class TwoHops:
 
     def generate(self, question, strips, settings, avoid=None, history=None):
         self.generated_from.append([s["text"] for s in strips])
+        if len(self.generated_from) == 1:  # plain's single-pass draft finds nothing: these tests are of the correction
+            return Draft(answer="", citations=[], missing="scripted: plain's draft declines")
         return self.generator.generate(question, strips, settings, avoid)
 
     def check(self, answer, strips, settings, question="", given=""):
@@ -71,6 +73,19 @@ class TwoHops:
     def rewrite(self, question, query, evidence, feedback, for_web, settings):
         self.seen["rewrite"] += 1
         return Rewrite(query=f"{query} hop{self.seen['rewrite']}", reason="next hop")
+
+
+class DeclinesFirst(ExtractiveGenerator):
+    """The extractive generator, except that its first draft (plain's single pass) finds nothing, so the run takes
+    the correction path."""
+
+    calls = 0
+
+    def generate(self, question, strips, settings, avoid=None, history=None):
+        self.calls += 1
+        if self.calls == 1:
+            return Draft(answer="", citations=[], missing="scripted: plain's draft declines")
+        return super().generate(question, strips, settings, avoid, history)
 
 
 def graph_of(fake, generator=None):
@@ -90,7 +105,7 @@ def test_a_decline_on_the_strips_reads_the_passages_whole(monkeypatch):
     generations = [s for s in result["trace"] if s["node"] == "generate"]
     assert "read 1 relevant passages whole" in generations[0]["reason"]
     assert generations[0]["decision"] == "draft" and generations[0]["whole_passages"] == 1
-    assert fake.generated_from[:2] == [["Harbour Nights is a 1951 drama film."], [FIRST]]
+    assert fake.generated_from[:3] == [[FIRST], ["Harbour Nights is a 1951 drama film."], [FIRST]]  # plain's first
     assert "Lena Marsh" in result["answer"]
     assert graph_signals(result)["whole_passage_drafts"] == 1
 
@@ -104,12 +119,15 @@ def test_an_off_target_decline_stands():
     fake = OffTarget([passage("a#0", FIRST)], {})
     result = graph_of(fake).invoke({"question": "Who starred in Harbour Nights?"},
                                    context=Context(max_retrieval_rounds=1))
-    assert len(fake.generated_from) == 1 and result["decision"] == "abstain"
+    assert len(fake.generated_from) == 2 and result["decision"] == "abstain"  # plain's draft, then the strips
 
 
 def test_the_run_shows_its_most_confident_grounded_draft_not_the_last():
     class Drafts(TwoHops):
         def generate(self, question, strips, settings, avoid=None, history=None):
+            self.generated_from.append([s["text"] for s in strips])
+            if len(self.generated_from) == 1:
+                return Draft(answer="", citations=[], missing="scripted: plain's draft declines")
             newest = self.rounds[self.seen["retrieve"] - 1]["id"]  # quote the strip this round found
             chosen = next(s for s in strips if s["id"] == newest)
             quote = chosen["text"]
@@ -119,13 +137,12 @@ def test_the_run_shows_its_most_confident_grounded_draft_not_the_last():
     # Round 1's draft nearly answers (relevance 0.65, below the 0.7 a useful answer needs); round 2's is worse.
     fake = Drafts([passage("a#0", FIRST), passage("b#0", "Penzance is a town in Cornwall.")], {"Harbour": 0.65})
     result = graph_of(fake).invoke({"question": "Who starred in Harbour Nights?"},
-                                   context=Context(max_retrieval_rounds=2, min_confidence=0.0))
-    assert result["answer"].startswith("Harbour Nights is a 1951 drama film.")
-    closing = result["trace"][-1]
-    assert [d["round"] for d in closing["drafts"]] == [1, 2]
-    assert [d.get("shown", False) for d in closing["drafts"]] == [True, False]
-    assert closing["drafts"][0]["confidence"] > closing["drafts"][1]["confidence"]
-    assert result["citations"][0]["doc_id"] == "a"
+                                   context=Context(max_retrieval_rounds=2, min_confidence=0.99))
+    closing = result["trace"][-1]  # a floor no draft reaches: both rounds run, and the better draft is the one held
+    assert closing["draft"].startswith("Harbour Nights is a 1951 drama film.")
+    assert [d["round"] for d in closing["candidates"]] == [1, 2]  # plain's draft declined: round 1's, round 2's
+    assert [d.get("shown", False) for d in closing["candidates"]] == [True, False]
+    assert closing["candidates"][0]["confidence"] > closing["candidates"][1]["confidence"]
     signals = graph_signals(result)
     assert signals["drafts_kept"] == 2 and signals["shown_draft_round"] == 1
     assert signals["whole_passage_drafts"] == 0
@@ -134,7 +151,7 @@ def test_the_run_shows_its_most_confident_grounded_draft_not_the_last():
 def test_a_draft_is_judged_with_its_own_evidence():
     state = {"answer": "A. [doc_1]", "citations": [{"doc_id": "a"}], "knowledge": [strip("a#0", "A.", 0.9)],
              "answer_relevance": 0.8, "grounded": True, "retrieval_rounds": 1, "generations": 1, "trace": [1]}
-    kept = snapshot(state)
+    kept = snapshot(state, plain=False)
     later = {**state, "answer": "", "citations": [], "knowledge": [strip("b#0", "B.", 0.2)], "trace": [1, 2]}
     view = as_judged(later, kept)
     assert view["knowledge"] == state["knowledge"] and view["answer"] == "A. [doc_1]" and view["trace"] == [1, 2]
@@ -194,7 +211,8 @@ def test_generate_extends_a_draft_with_the_passage_naming_its_bridge(monkeypatch
     fake.retrieve = lambda query, settings: fake.rounds[0]
     question = BRIDGE_QUESTION
     # The extractive generator itself: only an answer of quoted sentences is extended (drafting.quotes_evidence).
-    result = graph_of(fake, fake.generator).invoke({"question": question}, context=Context(max_retrieval_rounds=1))
+    result = graph_of(fake, DeclinesFirst(embedder=None)).invoke({"question": question},
+                                                                  context=Context(max_retrieval_rounds=1))
     step = next(s for s in result["trace"] if s["node"] == "generate")
     assert step["second_hop"] and "naming the bridge" in step["reason"]
     assert "Fox network" in result["answer"] or "Fox network" in result["trace"][-1]["draft"]

@@ -105,46 +105,45 @@ def test_after_generate(kw, expected):
     assert routing.after_generate(state(**kw), S) == expected
 
 
-@pytest.mark.parametrize(
-    ("kw", "expected"),
-    [
-        ({"grounded": True}, "grade_answer"),
-        ({"grounded": False, "generations": 1}, "generate"),
-        ({"grounded": False, "generations": 2}, "grade_answer"),  # out of generations
-        ({"grounded": False, "generations": 1, "llm_calls": 10}, "grade_answer"),  # out of budget
-    ],
-)
-def test_after_hallucination_check(kw, expected):
-    assert routing.after_hallucination_check(state(**kw), S) == expected
+def candidate(confidence, plain=False, showable=True):
+    return {"answer": "a [doc_1]", "confidence": confidence, "plain": plain, "showable": showable}
+
+
+FLOOR = S.thresholds().overall
 
 
 @pytest.mark.parametrize(
     ("kw", "expected"),
     [
-        ({"answer_useful": True}, "finalize"),
-        ({"answer_useful": False}, "rewrite_query"),
-        ({"answer_useful": False, "retrieval_rounds": 3}, "finalize"),
-        ({"answer_useful": False, "llm_calls": 10}, "finalize"),
+        # The best candidate at the floor ends the run, whatever the latest draft's verdicts.
+        ({"candidates": [candidate(FLOOR, plain=True)], "grounded": False}, "finalize"),
+        ({"candidates": [candidate(FLOOR + 0.1), candidate(0.1)], "grounded": False}, "finalize"),
+        # Below it, plain's draft is followed by the CRAG correction, starting with grading ...
+        ({"candidates": [candidate(FLOOR - 0.2, plain=True)], "grounded": True}, "grade_documents"),
+        ({"candidates": [candidate(FLOOR - 0.2, plain=True)], "grounded": False}, "grade_documents"),
+        # ... a correction's ungrounded draft is regenerated while generations and budget remain ...
+        ({"candidates": [candidate(0.2, plain=True), candidate(0.3)], "grades": [{}], "grounded": False},
+         "generate"),
+        ({"candidates": [candidate(0.2, plain=True), candidate(0.3)], "grades": [{}], "grounded": False,
+          "generations": 2}, "rewrite_query"),  # out of generations
+        # ... else the query is rewritten while rounds and budget remain
+        ({"candidates": [candidate(0.3)], "grades": [{}], "grounded": True}, "rewrite_query"),
+        ({"candidates": [candidate(0.3)], "grades": [{}], "grounded": True, "retrieval_rounds": 3}, "finalize"),
+        ({"candidates": [candidate(0.3)], "grades": [{}], "grounded": False, "llm_calls": 10}, "finalize"),
+        # A candidate that may not be shown (an exact finding) never ends the run by its score.
+        ({"candidates": [candidate(0.99, showable=False)], "grades": [{}], "grounded": True}, "rewrite_query"),
     ],
 )
-def test_after_answer_grade(kw, expected):
-    assert routing.after_answer_grade(state(**kw), S) == expected
+def test_after_judge(kw, expected):
+    assert routing.after_judge(state(**kw), S) == expected
 
 
 @pytest.mark.parametrize(
     ("kw", "expected"),
-    [
-        ({"grounded": True, "answer_useful": True}, "finalize"),
-        ({"grounded": True, "answer_useful": False}, "rewrite_query"),
-        ({"grounded": False, "answer_useful": True, "generations": 1}, "generate"),  # unsupported is never shown
-        ({"grounded": False, "answer_useful": False, "generations": 1}, "generate"),
-        ({"grounded": False, "answer_useful": True, "generations": 2}, "finalize"),  # out of generations
-        ({"grounded": False, "answer_useful": False, "generations": 2}, "rewrite_query"),
-        ({"grounded": False, "answer_useful": False, "generations": 1, "llm_calls": 10}, "finalize"),  # no budget
-    ],
+    [({"answer": "a [doc_1]"}, routing.CHECKS), ({"answer": ""}, "grade_documents")],
 )
-def test_after_checks(kw, expected):
-    assert routing.after_checks(state(**kw), S) == expected
+def test_after_first_draft(kw, expected):
+    assert routing.after_first_draft(state(**kw), S) == expected
 
 
 def test_after_finalize():
@@ -160,7 +159,8 @@ PASSAGE = {"id": "a#1", "doc_id": "a", "chunk_index": 1, "title": "A", "source":
 @pytest.mark.parametrize(
     ("kw", "expected"),
     [
-        ({"documents": [PASSAGE]}, "grade_documents"),
+        ({"documents": [PASSAGE]}, "first_draft"),  # the first round drafts plain's answer first
+        ({"documents": [PASSAGE], "candidates": [candidate(0.1)]}, "grade_documents"),
         ({"documents": []}, "grade_documents"),  # round 1 with nothing: grading says incorrect, a rewrite follows
         ({"documents": [PASSAGE], "retrieval_rounds": 2}, "grade_documents"),  # a new chunk: worth grading
         ({"documents": [], "retrieval_rounds": 2}, "finalize"),  # only chunks seen before: nothing to add

@@ -133,7 +133,9 @@ def test_the_hallucination_check_is_p_yes_grounded_at_the_minimum_and_overruled_
     # A number the evidence does not have: the rule names the sentence and caps the share, whatever P(yes) was.
     invented = checker.check("All refunds take 9 days [doc_1]. Shipping fees are not refunded [doc_1].", REFUNDS,
                              settings)  # fmt: skip
-    assert not invented.grounded and invented.unsupported == ["All refunds take 9 days."] and invented.vetoed
+    # Counted as a finding of the draft's score, not a veto: only certain findings veto (a citation to nothing).
+    assert not invented.grounded and invented.unsupported == ["All refunds take 9 days."] and not invented.vetoed
+    assert invented.findings == 1
     assert invented.score < 0.5
     assert {(tokens, probabilities) for _, tokens, probabilities in model.seen} == {(2, True)}
     (system,) = {system for system, _, _ in model.seen}

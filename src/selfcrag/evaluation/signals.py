@@ -69,8 +69,8 @@ def graph_signals(output: dict[str, Any]) -> dict[str, Any]:
         # offline/drafting.py), the grounded drafts finalize chose from, and the round of the one it showed
         # (quality/drafts.py).
         "whole_passage_drafts": sum(1 for step in _steps(trace, "generate") if step.get("whole_passages")),
-        "drafts_kept": len(closing.get("drafts") or []),
-        "shown_draft_round": next((d["round"] for d in closing.get("drafts") or [] if d.get("shown")), 0),
+        "drafts_kept": len(closing.get("candidates") or []),
+        "shown_draft_round": next((d["round"] for d in closing.get("candidates") or [] if d.get("shown")), 0),
         "grounded": checks[-1].get("decision") == "grounded" if checks else None,
         "unsupported": len(checks[-1].get("unsupported") or []) if checks else 0,
         "useful": answer_grades[-1].get("decision") == "useful" if answer_grades else None,

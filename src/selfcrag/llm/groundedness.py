@@ -15,7 +15,7 @@ copied sentences and failing closed apply unchanged; only no statement is named 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, Field, create_model
 
@@ -84,7 +84,8 @@ class LLMGroundednessChecker:
 
     def check(self, answer: str, strips: list[Strip], settings: Context, question: str = "",
               given: str = "") -> GroundednessCheck:
-        flags, flagged, instructed, sentences, copied = rule_checks(answer, strips, given)
+        flags, flagged, instructed, sentences, copied, findings, dangling = rule_checks(answer, strips, given)
+        exact = instructed or dangling  # findings that are certain: never shown, whatever the score
         asked = self._yes_no if settings.groundedness_checking == "yes_no" else self._statements
         supported, said, usage, error = asked(answer, strips, sentences, settings)
         # Sentences copied from the documents they cite are stated there, whatever the model says: a 0.5B checker
@@ -93,11 +94,11 @@ class LLMGroundednessChecker:
         if supported is None and copied_share == 1 and not instructed:
             return GroundednessCheck(score=round(max(0.0, 1 - FLAG_PENALTY * len(flags)), 4), grounded=True,
                                      flags=[*flags, "every sentence copied from the evidence it cites"],
-                                     error=error, **usage)  # fmt: skip
+                                     findings=findings, vetoed=dangling, error=error, **usage)  # fmt: skip
         if supported is None:  # fails closed: an answer nobody could check is not shown as grounded
             return GroundednessCheck(score=0.0, grounded=False, unsupported=flagged,
                                      flags=[*flags, f"groundedness check failed: {error}; not grounded (fails closed)"],
-                                     vetoed=True, error=error, **usage)
+                                     findings=findings, vetoed=True, error=error, **usage)
         # A sentence the rules reject is unsupported whatever the model said of it: the model's share cannot exceed
         # the share of sentences that passed the rules.
         share = min(max(supported, copied_share), 1 - len(flagged) / max(1, sentences))
@@ -105,7 +106,7 @@ class LLMGroundednessChecker:
         unsupported = list(dict.fromkeys(said + flagged))
         grounded = score >= settings.thresholds().groundedness and not instructed
         return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 vetoed=bool(flags), **usage)  # a rule finding is exact, not a model's opinion
+                                 findings=findings, vetoed=exact, **usage)
 
     def _statements(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
         """The JSON verdicts, statement by statement: the supported share, and the statements called unsupported."""
@@ -132,17 +133,26 @@ class LLMGroundednessChecker:
         return p_yes, [], usage, ""
 
 
-def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list[str], list[str], bool, int, int]:
-    """(rule findings, the sentences they reject, whether a sentence addresses the assistant, sentence count, how
-    many sentences are copied from the text they are checked against). A sentence citing documents is checked
-    against them only; an uncited one against all the evidence. The rules read a document's title beside its text,
-    because the prompt shows it as part of the document: a page titled "Ed Wood" whose text says "He was an
-    American filmmaker" names Ed Wood. A copied sentence must be copied from the text: a bare title is no answer.
-    Names and numbers `given` holds (what `question_terms` lets an answer repeat of its question) pass as well."""
+class RuleChecks(NamedTuple):
+    flags: list[str]  # every finding, as a short human string
+    flagged: list[str]  # the sentences they reject
+    instructed: bool  # a sentence addresses the assistant: exact, never shown
+    sentences: int
+    copied: int  # sentences copied from the text they are checked against
+    findings: int  # names, numbers, identifiers and absolute words no text the rules read holds: a feature
+    dangling: bool  # a sentence cites a label the evidence does not have: exact, never shown
+
+
+def rule_checks(answer: str, strips: list[Strip], given: str = "") -> RuleChecks:
+    """The rule checks of every sentence. A sentence citing documents is checked against them only; an uncited one
+    against all the evidence. The rules read a document's title beside its text, because the prompt shows it as
+    part of the document: a page titled "Ed Wood" whose text says "He was an American filmmaker" names Ed Wood. A
+    copied sentence must be copied from the text: a bare title is no answer. Names and numbers `given` holds (the
+    run's other retrieved passages, and what `question_terms` lets an answer repeat of its question) pass as well."""
     flags: list[str] = []
     flagged: list[str] = []
-    instructed = False
-    copied = 0
+    instructed = dangling = False
+    copied = findings = 0
     cited = cited_sentences(answer)
     for sentence, refs in cited:
         if is_instruction(sentence):
@@ -152,6 +162,7 @@ def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list
             continue
         docs, unknown = citation_scope(refs, strips)
         if unknown:
+            dangling = True
             flags.append(f"cites {', '.join(unknown)}, which the evidence does not have")
             flagged.append(sentence)
             continue
@@ -159,10 +170,10 @@ def rule_checks(answer: str, strips: list[Strip], given: str = "") -> tuple[list
         text = "\n".join(s["text"] for s in scope)
         titles = "\n".join(dict.fromkeys(s["title"] for s in scope if s["title"]))
         found = rule_flags(sentence, f"{titles}\n{text}", given)
+        findings += len(found)
         flags.extend(f for f in found if f not in flags)
         if found:
             flagged.append(sentence)
         elif copied_from(sentence, text):
             copied += 1
-    return flags, flagged, instructed, len(cited), copied
-
+    return RuleChecks(flags, flagged, instructed, len(cited), copied, findings, dangling)

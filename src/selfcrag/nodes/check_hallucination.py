@@ -15,15 +15,25 @@ from selfcrag.text.rules import backed_by
 from selfcrag.trust_boundary import settings_of
 
 
+def retrieved_text(state: State) -> str:
+    """Every passage the run retrieved (kept, set aside, or of this round), titles included: the names and numbers
+    of a draft the rule checks read beyond the strips it cites. A multi-hop draft restates its first hop from a
+    passage the refinement left out; that is the knowledge base's word, not the draft's invention."""
+    retrieved = [*(state.get("sources") or []), *(state.get("set_aside") or []), *(state.get("documents") or []),
+                 *(state.get("knowledge") or [])]  # fmt: skip
+    return "\n".join(dict.fromkeys(f"{p['title']}\n{p['text']}" for p in retrieved))
+
+
 def repeatable(question: str, state: State, settings: Context) -> str:
-    """What of the question the rule checks let an answer repeat (`question_terms`): nothing (`checked`), all of it
-    (`given`), or the words a passage the run retrieved holds too (`backed`; the rest masked)."""
+    """What the rule checks let an answer repeat beyond the strips it cites: every retrieved passage, and of the
+    question (`question_terms`) nothing (`checked`), all of it (`given`), or the words a retrieved passage holds
+    too (`backed`; the rest masked)."""
+    passages = retrieved_text(state)
     if settings.question_terms == "checked":
-        return ""
+        return passages
     if settings.question_terms == "given":
-        return question
-    retrieved = [*(state.get("sources") or []), *(state.get("set_aside") or []), *(state.get("documents") or [])]
-    return backed_by(question, "\n".join(f"{p['title']}\n{p['text']}" for p in retrieved))
+        return f"{question}\n{passages}"
+    return f"{backed_by(question, passages)}\n{passages}"
 
 
 def make(components: Components) -> NodeFunction:
@@ -54,6 +64,7 @@ def make(components: Components) -> NodeFunction:
                     "decision": "grounded" if check.grounded else "not grounded",
                     "reason": reason,
                     "unsupported": check.unsupported,
+                    "findings": check.findings,
                     **model_notes(check),
                 }
             ],

@@ -22,7 +22,7 @@ from selfcrag.quality.drafts import as_judged, showable
 from selfcrag.routing import question_unreadable
 from selfcrag.state import NodeFunction, State
 from selfcrag.store import runs
-from selfcrag.text.terms import coverage, join_pairs, question_terms
+from selfcrag.text.terms import coverage, join_pairs, question_terms, strip_citations
 from selfcrag.trust_boundary import settings_of
 
 
@@ -99,22 +99,46 @@ def clarifying_question(state: State, settings: Context, language: str) -> str:
     return ""
 
 
-def most_confident(state: State, settings: Context) -> tuple[State, list[dict[str, Any]]]:
-    """The state as the run's most confident kept draft was judged (the last one on a tie: it had the most
-    evidence), and each kept draft's round, generation and confidence for the trace. The state as it is when the
-    run kept no draft."""
-    kept = state.get("drafts") or []
-    if not kept:
-        return state, []
+Measured = tuple[dict[str, float], frozenset[str]]  # a candidate's features, and the ones nothing measured
+
+
+def scored_again(state: State, candidate: dict[str, Any], earlier: list[str],
+                 settings: Context) -> tuple[State, str, bool, Measured]:
+    """A candidate as finalize scores it: the run's state as the draft was judged, its text, whether it contradicts
+    an earlier answer of the thread, and the features `judge` read where it was written, with what only the end of
+    the run knows (that contradiction, and the local verifier's score when it measured this draft)."""
+    view, answer = as_judged(state, candidate), str(candidate.get("answer") or "")
+    contradicted = bool(contradictions(answer, earlier))
+    values = {**candidate.get("features", {}), "contradiction": float(contradicted)}
+    missing = set(candidate.get("unmeasured") or [])
+    verified = next((s for s in reversed(state.get("trace") or []) if s.get("node") == "verify"), {})
+    if isinstance(verified.get("score"), int | float) and verified.get("verified") == strip_citations(answer):
+        values["verifier"] = float(verified["score"])
+        missing.discard("verifier")
+    return view, answer, contradicted, (values, frozenset(missing))
+
+
+def most_confident(state: State, settings: Context) -> tuple[State, list[dict[str, Any]], Measured | None]:
+    """The state as the run's most confident showable candidate was judged (the earlier one on a tie: plain's draft
+    first), each candidate's round, generation, confidence and text for the trace, and the features the shown one
+    is scored with. The state as it is (and no features) when the run has no candidate it may show."""
+    kept = state.get("candidates") or []
     earlier = earlier_answers(state, settings)
-    scored = []
-    for draft in kept:
-        view = as_judged(state, draft)
-        value = confidence(view, draft["answer"], bool(contradictions(draft["answer"], earlier)), settings)["value"]
-        scored.append({"round": draft.get("round", 0), "generation": draft.get("generation", 0), "confidence": value})
-    best = max(range(len(kept)), key=lambda i: (scored[i]["confidence"], i))
+    scored, features = [], []
+    for candidate in kept:
+        view, answer, contradicted, measured = scored_again(state, candidate, earlier, settings)
+        value = confidence(view, answer, contradicted, settings, measured)["value"] if candidate.get("showable") \
+            else 0.0
+        scored.append({"round": candidate.get("round", 0), "generation": candidate.get("generation", 0),
+                       "plain": bool(candidate.get("plain")), "showable": bool(candidate.get("showable")),
+                       "confidence": value, "answer": answer, "features": measured[0]})  # fmt: skip
+        features.append(measured)
+    showable = [i for i, c in enumerate(kept) if c.get("showable")]
+    if not showable:
+        return state, scored, None
+    best = max(showable, key=lambda i: (scored[i]["confidence"], -i))
     scored[best]["shown"] = True
-    return as_judged(state, kept[best]), scored
+    return as_judged(state, kept[best]), scored, features[best]
 
 
 def direct(state: State) -> dict[str, Any]:
@@ -125,7 +149,7 @@ def direct(state: State) -> dict[str, Any]:
             "confidence": 0.0, "confidence_explanation": {}, "quality": {"thresholds": {}, "passed": True, "below": []},
             "contradictions": [], "clarifying_question": "", "missing": "",
             "trace": [{"node": "finalize", "decision": "direct", "reason": "a reply to conversation, not an answer "
-                       "from the knowledge base", "scores": scores, "draft": "", "drafts": []}]}  # fmt: skip
+                       "from the knowledge base", "scores": scores, "draft": "", "candidates": []}]}  # fmt: skip
 
 
 def make(components: Components) -> NodeFunction:
@@ -134,7 +158,7 @@ def make(components: Components) -> NodeFunction:
         if state.get("route") == "direct":
             return closed(state, runtime, settings, direct(state))
         trace = list(state.get("trace") or [])
-        state, considered = most_confident(state, settings)
+        state, considered, measured_best = most_confident(state, settings)
         language = language_of(state.get("question", ""))
         minimum, band = settings.thresholds(), settings.caveat_band
         scores = triad(state)
@@ -145,7 +169,7 @@ def make(components: Components) -> NodeFunction:
         # cannot read.
         draft = (state.get("answer") or "") if showable(state, settings) and not unreadable else ""
         doubted = bool(draft) and not state.get("grounded")
-        explained = confidence(state, draft, bool(conflicts), settings)
+        explained = confidence(state, draft, bool(conflicts), settings, measured_best if draft else None)
         value = explained["value"]
         measured = {**scores, "confidence": value}
         floors = {"context_relevance": minimum.context_relevance, "groundedness": minimum.groundedness,
@@ -202,7 +226,7 @@ def make(components: Components) -> NodeFunction:
         update["trace"] = [
             # A held draft waits in the interrupt for the reviewer; the output (its trace included) never shows it.
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
-             "draft": "" if decision == "human_review" else draft, "drafts": considered}
+             "draft": "" if decision == "human_review" else draft, "candidates": considered}
         ]
         if decision == "human_review" and update["draft"].get("sealed"):
             update |= review_case.sealed_state(trace + update["trace"])

@@ -139,14 +139,13 @@ def make(components: Components) -> NodeFunction:
             "sources": [],
             "set_aside": [],
             "bridges": [],
-            "drafts": [],
+            "candidates": [],
             "seen": [],
             "queries": [],
             "answer": "",
             "citations": [],
             # No decision until finalize makes one: a turn that stops halfway is known by it (selfcrag/auth.py)
             "decision": "",
-            "speculation": {},  # an earlier run's draft is not this one's
             "missing": "",
             "unsupported_claims": [],
             "feedback": "",

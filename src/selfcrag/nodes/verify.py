@@ -23,7 +23,7 @@ from selfcrag.trust_boundary import settings_of
 def make(components: Components) -> NodeFunction:
     def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
-        shown, _ = most_confident(state, settings)  # the draft finalize would show without the verifier
+        shown, _, _ = most_confident(state, settings)  # the draft finalize would show without the verifier
         # The cited documents' strips first, then the rest the run kept: the verifier reads the best of those too.
         cited = used_strips(shown)
         draft = shown.get("answer") or ""

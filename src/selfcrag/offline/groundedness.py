@@ -9,7 +9,9 @@ A sentence that cites documents ([doc_2], numbered by `prompts.evidence.doc_labe
 is checked against those documents only: a citation must point at what supports the sentence, and another
 document saying the same does not make it right. An uncited sentence is checked against all the evidence. A
 sentence that addresses the assistant (instructions copied from a planted document, `quality/injection.py`) is
-never grounded, so such an answer is never shown.
+never grounded, so such an answer is never shown; nor one citing a document the evidence does not have. Other rule
+findings (a name or number no passage of the run holds) lower the score and are counted as a feature of the draft's
+probability, not a veto.
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ class OfflineGroundednessChecker:
 
         unsupported: list[str] = []
         flags: list[str] = []
-        instructed = False  # the answer repeats instructions planted in a document: never grounded
+        instructed = dangling = False  # instructions planted in a document, a citation to nothing: never shown
+        findings = 0
         for i, (sentence, refs) in enumerate(cited):
             if is_instruction(sentence):
                 instructed = True
@@ -169,6 +172,7 @@ class OfflineGroundednessChecker:
                 continue
             docs, unknown = citation_scope(refs, strips)
             if unknown:  # a label the evidence never had: the citation points at nothing
+                dangling = True
                 flags.append(f"cites {', '.join(unknown)}, which the evidence does not have")
                 unsupported.append(sentence)
                 continue
@@ -178,6 +182,7 @@ class OfflineGroundednessChecker:
                 continue
             own = terms_of(sentence)
             sentence_flags = rule_flags(sentence, scope.text, given)
+            findings += len(sentence_flags)
             flags.extend(f for f in sentence_flags if f not in flags)
             if sentence_flags:  # a wrong number or an invented name: the sentence is not supported as a whole
                 unsupported.append(sentence)
@@ -194,7 +199,7 @@ class OfflineGroundednessChecker:
         score = min(1.0, max(0.0, supported_share - FLAG_PENALTY * len(flags)))
         grounded = score >= settings.thresholds().groundedness and not instructed
         return GroundednessCheck(score=round(score, 4), grounded=grounded, unsupported=unsupported, flags=flags,
-                                 vetoed=bool(flags))
+                                 findings=findings, vetoed=instructed or dangling)
 
 
 @dataclass

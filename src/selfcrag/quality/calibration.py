@@ -152,6 +152,17 @@ def _grade_margin(run: Run) -> float:
     return scores[0] - scores[1] if len(scores) > 1 else (scores[0] if scores else 0.0)
 
 
+def _drafted_by(run: Run) -> str:
+    """The node that wrote the run's latest draft."""
+    steps = [s for s in run.state.get("trace") or [] if s.get("node") in ("first_draft", "generate")]
+    return str(steps[-1].get("node")) if steps else ""
+
+
+def _last_check(run: Run) -> dict[str, Any]:
+    steps = run.steps("check_hallucination")
+    return steps[-1] if steps else {}
+
+
 def _evidence_changed(run: Run) -> float:
     rounds = [{p["id"] for p in step.get("passages") or []} for step in run.steps("retrieve")]
     return float(any(ids != rounds[0] for ids in rounds[1:]))
@@ -188,8 +199,15 @@ FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
                                                      for p in r.first("retrieve", "passages")}))),
     "answer_term_coverage": (+1, lambda r: _last_grade(r, "term_coverage", 0.0)),  # quality.constraints' share
     "constraint_violations": (-1, lambda r: _last_grade(r, "violations", 0.0)),  # about another entity or qualifier
-    "declined": (-1, lambda r: float(any(s.get("decision") == "no answer" for s in r.steps("generate")))),
+    "declined": (-1, lambda r: float(any(s.get("decision") == "no answer"
+                                         for s in [*r.steps("first_draft"), *r.steps("generate")]))),
     "regenerations": (-1, lambda r: float(max(0, len(r.steps("generate")) - 1))),
+    # Plain RAG's single-pass draft (nodes/first_draft.py), not a correction's: later rounds wrote more wrong
+    # answers than right ones on the model backend's records.
+    "plain_draft": (+1, lambda r: float(_drafted_by(r) == "first_draft")),
+    # Names, numbers, identifiers and absolute words of the draft that no passage the run retrieved holds (nor the
+    # question, as `question_terms` allows): counted, not a veto (text/rules.py).
+    "rule_findings": (-1, lambda r: float(_last_check(r).get("findings") or 0)),
     # The local verifier's P(the cited passage answers the question with this draft): only with it on, and only in a
     # file fitted with it on (data/calibration/offline_verifier.json); unmeasured otherwise (`unmeasured`).
     "verifier": (+1, lambda r: _verified(r) or 0.0),
@@ -214,8 +232,9 @@ QUESTION_WORDING = ("evidence_coverage", "answer_coverage", "answer_term_coverag
 # grader's placeholder score (a fail-open default) measures nothing: the calibrator then gives the feature no push
 # either way (its standardised value is 0, the fitted mean), so a fault neither sinks nor lifts the confidence.
 GRADED_BY = {"answer_relevance": "grade_answer", "groundedness": "check_hallucination",
-             "unsupported": "check_hallucination", "grade_top": "grade_documents",
-             "grade_correct_share": "grade_documents", "grade_margin": "grade_documents"}
+             "unsupported": "check_hallucination", "rule_findings": "check_hallucination",
+             "grade_top": "grade_documents", "grade_correct_share": "grade_documents",
+             "grade_margin": "grade_documents"}  # fmt: skip
 
 
 def unmeasured(state: State, draft: str = "") -> frozenset[str]:
@@ -224,7 +243,8 @@ def unmeasured(state: State, draft: str = "") -> frozenset[str]:
     last: dict[str, dict[str, Any]] = {}
     for step in state.get("trace") or []:
         last[str(step.get("node"))] = dict(step)
-    failed = {name for name, node in GRADED_BY.items() if last.get(node, {}).get("error")}
+    # A grader that failed, or has not run yet (plain's draft is scored before any grading), measured nothing.
+    failed = {name for name, node in GRADED_BY.items() if node not in last or last[node].get("error")}
     if _verified(Run(state, strip_citations(draft), False)) is None:
         failed.add("verifier")
     return frozenset(failed)

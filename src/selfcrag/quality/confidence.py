@@ -52,13 +52,16 @@ def calibrator(settings: Context) -> tuple[Calibrator, str]:
         return load(shipped("offline")), str(exc)
 
 
-def confidence(state: State, draft: str, contradicted: bool, settings: Context) -> dict[str, Any]:
+def confidence(state: State, draft: str, contradicted: bool, settings: Context,
+               measured: tuple[dict[str, float], frozenset[str]] | None = None) -> dict[str, Any]:
     """The probability that `draft` (the answer the run would show) is right, and why: every candidate feature,
     the push of each feature the calibrator uses, and the ones that pulled it down most. No draft: nothing shown
-    can be right, so 0."""
+    can be right, so 0. `measured`: the features and the unmeasured ones as `judge` read them for this draft
+    (`finalize` scores every candidate again with what it read where the draft was written), else read from
+    `state` now."""
     model, fault = calibrator(settings)
-    values = features(state, draft, contradicted)
-    pushes = model.contributions(values, unmeasured(state, draft))  # a failed grader's placeholder pushes nothing
+    values, missing = measured or (features(state, draft, contradicted), unmeasured(state, draft))
+    pushes = model.contributions(values, missing)  # a failed grader's placeholder pushes nothing
     value = round(sigmoid(model.bias + sum(pushes.values())), 4) if draft else 0.0
     down = [name for name, push in sorted(pushes.items(), key=lambda item: item[1]) if push < 0][:DOWN]
     summary = f"confidence {value:.2f} (probability the answer is right)"

@@ -1,12 +1,15 @@
-"""The run's drafts that may be shown, and which one to show.
+"""The run's candidates: every draft it wrote, each scored where it was judged, and which one to show.
 
-A correction round can write a worse draft than an earlier one (a second hop's passage answers the question less
-well than the first), or none at all; the graph used to show whatever the last round left. `judge` keeps a
-snapshot of every showable draft with the state it was judged in; `finalize` scores each with the calibrated
-confidence, read with the draft's own evidence, citations and check verdicts, and shows the most confident.
+Self-RAG ranks continuations by its critiques instead of deleting them; this follows it. The first candidate is
+plain RAG's single-pass draft (nodes/first_draft.py); every later draft (from refined strips, a regeneration, a
+rewrite round, a web round) is another. `judge` keeps each with the state it was judged in and its calibrated
+probability, read with that draft's own evidence, citations, check verdicts and history (which round wrote it,
+after how many regenerations); `finalize` shows the most probable one that may be shown, or abstains.
 
-Which drafts may be shown is the calibration's call (quality/calibration.py, `ungrounded_drafts`): those the
-groundedness check passed, or, with a calibration fitted on them, any draft it did not veto.
+A candidate may be shown unless a finding is exact (`vetoed`: a citation to a document the run does not hold, text
+that addresses the assistant, or nothing could check it), and, where the calibration was fitted on drafts the
+groundedness check passed only (`ungrounded_drafts: withheld`), unless that check failed it: there its
+probability has never seen such drafts.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ def showable(state: State, settings: Context) -> bool:
     return bool(state.get("grounded")) or (for_settings(settings).scores_ungrounded and not state.get("vetoed", True))
 
 
-def snapshot(state: State) -> dict[str, Any]:
-    """A judged draft as finalize will read it, and the generation that wrote it (for the trace)."""
+def snapshot(state: State, plain: bool) -> dict[str, Any]:
+    """A judged draft as finalize will read it, and where it came from (for the trace and the features)."""
     kept = {key: state.get(key) for key in DRAFT_KEYS if key in state}
-    return {**kept, "round": state.get("retrieval_rounds", 0), "generation": state.get("generations", 0)}
+    return {**kept, "round": state.get("retrieval_rounds", 0), "generation": 0 if plain else state.get("generations", 0),
+            "plain": plain}  # fmt: skip
 
 
 def as_judged(state: State, draft: dict[str, Any]) -> State:
