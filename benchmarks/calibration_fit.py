@@ -228,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     run_origin = provenance_of_run(argv, __file__)  # the code as the run began
 
     from selfcrag.evaluation.calibrate import (
+        chosen,
         cost_table,
         fit,
         keeps_at,
@@ -286,7 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     origin = provenance([f for f in files if f.is_file()], rows, backend, command)
     write(out, fitted, origin, args.ungrounded_drafts)
     costs = sorted({*COSTS, *(preset.cost for preset in PRESETS.values())})
-    floors = cost_table(fitted["out_of_fold"], rows, plain, costs)
+    # Every candidate is a row of the fit; each question is decided again as finalize decides, from its candidates'
+    # cross-validated probabilities (the most probable one), before its floor is applied.
+    question_rows, question_p = chosen(rows, fitted["out_of_fold"])
+    floors = cost_table(question_p, question_rows, plain, costs)
     general = most_cautious_cost(floors, KEEP_RIGHT)
     cpu = round(time.process_time() - started, 1)
     print(table(fitted))

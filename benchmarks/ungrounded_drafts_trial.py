@@ -55,7 +55,7 @@ def shown(records: list[dict[str, Any]], source: str) -> dict[str, Any]:
 
 def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
     from selfcrag.errors import CalibrationDataError
-    from selfcrag.evaluation.calibrate import cost_table, fit, keeps_at, rows_of
+    from selfcrag.evaluation.calibrate import chosen, cost_table, fit, keeps_at, rows_of
     from selfcrag.quality.calibration import FEATURES, QUESTION_WORDING
     from selfcrag.quality.thresholds import PRESETS, show_floor
 
@@ -69,7 +69,8 @@ def judged(records: list[dict[str, Any]]) -> dict[str, Any]:
         fitted = fit(rows, [n for n in FEATURES if n not in QUESTION_WORDING], keeps=keeps_at(show_floor(cost)))
     except CalibrationDataError as error:  # an arm that kept too few drafts still reports what its runs showed
         return {**runs, "features": None, "cross_validation": None, "no_fit": str(error)}
-    at_floor = {row["source"]: row for row in cost_table(fitted["out_of_fold"], rows, plain, [cost])}
+    question_rows, question_p = chosen(rows, fitted["out_of_fold"])  # each question decided from its candidates
+    at_floor = {row["source"]: row for row in cost_table(question_p, question_rows, plain, [cost])}
     for source, figures in runs["sources"].items():
         figures["fit_at_general_floor"] = at_floor[source]
     return {**runs, "features": fitted["model"]["features"], "cross_validation": fitted["cross_validation"]["after"]}

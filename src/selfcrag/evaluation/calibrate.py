@@ -41,21 +41,61 @@ MIN_GAIN = 0.002
 MIN_QUESTIONS = 20
 
 
+def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The candidates the record's run scored (finalize's trace step, each with its answer and features), or None
+    for a record made before runs kept candidates."""
+    closing = next((s for s in reversed(record.get("trace") or []) if s.get("node") == "finalize"), {})
+    found = closing.get("candidates")
+    if not isinstance(found, list) or not all(isinstance(c, dict) and "features" in c for c in found):
+        return None
+    return found
+
+
 def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """(features, label, group, confidence before) of each selfcrag record."""
+    """(features, label, group, confidence before) of each candidate the selfcrag records' runs may show: every
+    draft is a candidate, and the fit learns P(right | the candidate's features) from all of them. A question with
+    no candidate it may show gives one undrafted row (its probability is 0 by definition); a record without
+    candidates (an older run) gives one row for the draft it would show. `question` ties a row to its question, so
+    `chosen` can decide each question again from the rows' probabilities."""
     rows = []
     for record in records:
         if record.get("system") != "selfcrag" or record.get("error"):
+            continue
+        base = {"group": record.get("group", ""), "source": str(record.get("source", "")),
+                "impossible": bool(record["is_impossible"]), "question": str(record.get("id", ""))}
+        candidates = candidates_of(record)
+        if candidates is not None:
+            shown = [c for c in candidates if c.get("showable")]
+            for candidate in shown:
+                answer = str(candidate.get("answer") or "")
+                right = not record["is_impossible"] and contains_gold(answer, record["answers"])
+                rows.append({**base, "features": candidate["features"], "label": right, "drafted": True,
+                             "before": float(candidate.get("confidence", 0.0))})
+            if not shown:
+                rows.append({**base, "features": {}, "label": False, "drafted": False, "before": 0.0})
             continue
         values = ((record.get("detail") or {}).get("confidence_explanation") or {}).get("features")
         if not values:
             continue
         draft = str(record.get("draft") or "")
         right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
-        rows.append({"features": values, "label": right, "drafted": bool(draft), "group": record.get("group", ""),
-                     "before": float(record.get("confidence", 0.0)), "source": str(record.get("source", "")),
-                     "impossible": bool(record["is_impossible"])})
+        rows.append({**base, "features": values, "label": right, "drafted": bool(draft),
+                     "before": float(record.get("confidence", 0.0))})
     return rows
+
+
+def chosen(rows: Sequence[dict[str, Any]], probability: Sequence[float]) -> tuple[list[dict[str, Any]], list[float]]:
+    """Each question decided again from its candidates' probabilities, as `finalize` decides: the most probable
+    candidate (the earlier on a tie: plain's draft first), or nothing drafted. One row and one probability per
+    question, in the order questions first appear."""
+    best: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        key = f"{row['source']}/{row['question']}"
+        if key not in best or (row["drafted"] and (not rows[best[key]]["drafted"] or
+                                                   probability[i] > probability[best[key]])):  # fmt: skip
+            best[key] = i
+    picked = list(best.values())
+    return [rows[i] for i in picked], [float(probability[i]) if rows[i]["drafted"] else 0.0 for i in picked]
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> tuple[np.ndarray, float]:

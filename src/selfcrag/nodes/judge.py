@@ -43,8 +43,9 @@ def make(components: Components) -> NodeFunction:
                      "features": explained["features"], "unmeasured": sorted(unmeasured(state, answer))}  # fmt: skip
         kind = "plain's draft" if plain else f"round {candidate['round']}, generation {candidate['generation']}"
         why = f"confidence {candidate['confidence']:.2f}" if may_show else "may not be shown (an exact finding)"
-        step = {"node": "judge", "decision": "candidate", "reason": f"candidate {len(state.get('candidates') or []) + 1}"
-                f" ({kind}): {why}", "confidence": candidate["confidence"]}  # fmt: skip
+        number = len(state.get("candidates") or []) + 1
+        step = {"node": "judge", "decision": "candidate", "reason": f"candidate {number} ({kind}): {why}",
+                "confidence": candidate["confidence"]}
         return {"candidates": [*(state.get("candidates") or []), candidate], "trace": [step]}
 
     return judge

@@ -37,8 +37,8 @@ def showable(state: State, settings: Context) -> bool:
 def snapshot(state: State, plain: bool) -> dict[str, Any]:
     """A judged draft as finalize will read it, and where it came from (for the trace and the features)."""
     kept = {key: state.get(key) for key in DRAFT_KEYS if key in state}
-    return {**kept, "round": state.get("retrieval_rounds", 0), "generation": 0 if plain else state.get("generations", 0),
-            "plain": plain}  # fmt: skip
+    generation = 0 if plain else state.get("generations", 0)
+    return {**kept, "round": state.get("retrieval_rounds", 0), "generation": generation, "plain": plain}
 
 
 def as_judged(state: State, draft: dict[str, Any]) -> State:
