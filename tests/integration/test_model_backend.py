@@ -332,7 +332,7 @@ def test_generator_tokens_stream_through_stream_mode_messages():
     by_node: dict[str, list[str]] = {}
     for message, metadata in chunks:
         by_node.setdefault(metadata["langgraph_node"], []).append(message.content)
-    tokens = [t for t in by_node["speculate"] if t]  # the draft written while grading, kept
+    tokens = [t for t in by_node["first_draft"] if t]  # plain's single-pass draft, shown
     assert len(tokens) > 5  # token by token, not one message at the end
     assert "".join(tokens) == "Most items can be returned within 30 days of delivery [doc_1]."
     assert not {"grade_documents", "check_hallucination", "grade_answer"} & set(by_node)  # graders do not stream

@@ -110,8 +110,8 @@ def test_a_turn_that_stops_halfway_is_known_by_its_empty_decision_until_a_run_fi
     assert "15 days" not in json.dumps(graph.get_state(config("t5")).values, default=str)
 
 
-def test_a_new_turn_starts_without_the_last_turns_speculative_draft_or_decision() -> None:
+def test_a_new_turn_starts_without_the_last_turns_candidates_or_decision() -> None:
     prepare = make_prepare(offline_components())
-    state = {"question": QUESTION, "decision": "answer", "speculation": {"answer": "Unchecked.", "kept": True}}
+    state = {"question": QUESTION, "decision": "answer", "candidates": [{"answer": "Unchecked.", "showable": True}]}
     update = prepare(state, Runtime(context=Context()))  # type: ignore[arg-type]
-    assert update["speculation"] == {} and update["decision"] == ""
+    assert update["candidates"] == [] and update["decision"] == ""

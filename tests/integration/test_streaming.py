@@ -33,31 +33,41 @@ def test_each_step_reports_progress_as_it_runs():
 
     texts = {e["node"]: e["text"] for e in events}
     assert texts["retrieve"] == "retrieved 5 passages (round 1/3)"
+    assert texts["first_draft"] == "drafting an answer from the 5 retrieved passages, whole"  # plain's single pass
+    assert texts["check_hallucination"] == "groundedness 1.00: grounded"
+    assert texts["route_question"] == "route: retrieve"
+    assert [e["node"] for e in events][:3] == ["route_question", "retrieve", "first_draft"]
+    assert "grade_documents" not in texts  # plain's draft scored above the floor: nothing to correct
+
+
+def test_a_correction_reports_grading_and_generation():
+    parts = offline_components()
+    graph = build_graph(replace(parts, groundedness=FailsFirstDrafts(parts.groundedness, 1)))
+    events = progress(graph, RETURNS)
+    texts = {e["node"]: e["text"] for e in events}
     assert texts["grade_documents"].startswith("graded 5 documents: ") and texts["grade_documents"].endswith("correct")
     grades = next(e for e in events if e["node"] == "grade_documents")
     assert sum(grades["counts"].values()) == 5 and set(grades["counts"]) <= {"correct", "ambiguous", "incorrect"}
     assert texts["generate"].startswith("generating an answer from ")
-    assert texts["check_hallucination"] == "groundedness 1.00: grounded"
-    assert texts["route_question"] == "route: retrieve"
-    assert [e["node"] for e in events][:3] == ["route_question", "retrieve", "grade_documents"]
 
 
-class FailsFirstDraft:
-    """The real groundedness checker, except that it finds the first draft's first sentence unsupported."""
+class FailsFirstDrafts:
+    """The real groundedness checker, except that it finds the first `failing` drafts' first sentence unsupported:
+    plain's draft (so the run corrects), then the correction's first (so it regenerates)."""
 
-    def __init__(self, checker: Any) -> None:
-        self.checker, self.calls = checker, 0
+    def __init__(self, checker: Any, failing: int = 2) -> None:
+        self.checker, self.calls, self.failing = checker, 0, failing
 
     def check(self, answer: str, strips: list, settings: Any, question: str = "", given: str = "") -> GroundednessCheck:
         self.calls += 1
-        if self.calls == 1:
+        if self.calls <= self.failing:
             return GroundednessCheck(score=0.4, grounded=False, unsupported=[answer.split(". ")[0]])
         return self.checker.check(answer, strips, settings, question)
 
 
 def test_a_regeneration_says_how_many_statements_were_unsupported():
     parts = offline_components()
-    graph = build_graph(replace(parts, groundedness=FailsFirstDraft(parts.groundedness)))
+    graph = build_graph(replace(parts, groundedness=FailsFirstDrafts(parts.groundedness)))
     texts = [e["text"] for e in progress(graph, RETURNS)]
     assert "groundedness 0.40: 1 unsupported statements" in texts
     assert "regenerating: 1 unsupported statements" in texts
@@ -84,9 +94,9 @@ def test_stream_run_shows_progress_and_tokens_live_with_time_to_first_token():
     result, timings = stream_run(graph, {"question": RETURNS}, None, out)
 
     lines = out.getvalue().splitlines()
-    (tokens,) = [line for line in lines if line.split("] ", 1)[-1].startswith("generate: Most")]
+    (tokens,) = [line for line in lines if line.split("] ", 1)[-1].startswith("first_draft: Most")]
     assert tokens.endswith(result["answer"])  # the whole answer, written token by token onto one line
-    assert lines.index(tokens) > next(i for i, line in enumerate(lines) if "generating an answer" in line)
+    assert lines.index(tokens) > next(i for i, line in enumerate(lines) if "drafting an answer" in line)
     assert "check_hallucination: groundedness" in lines[lines.index(tokens) + 1]  # progress resumes below
     assert "30" in result["answer"] and result["decision"] in ("answer", "answer_with_caveat")
     assert timings.first_event is not None and timings.first_token is not None
@@ -98,8 +108,8 @@ def test_cli_stream_shows_progress_then_the_answer():
     proc = subprocess.run([sys.executable, "-m", "selfcrag.cli", "ask", RETURNS, "--stream"],
                           capture_output=True, text=True, timeout=180)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "grade_documents: graded 5 documents: " in proc.stderr
-    assert proc.stderr.index("retrieve: retrieved") < proc.stderr.index("grade_documents: graded")
+    assert "first_draft: drafting an answer from the 5 retrieved passages" in proc.stderr
+    assert proc.stderr.index("retrieve: retrieved") < proc.stderr.index("first_draft: drafting")
     # The offline generator copies sentences: no tokens, and the timing line says so.
     assert "first event " in proc.stderr and "first token none streamed" in proc.stderr
     assert "30 days" in proc.stdout and "Decision:" in proc.stdout
@@ -112,7 +122,7 @@ def test_cli_stream_json_is_the_same_contract():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert {"answer", "citations", "decision", "trace"} <= set(out) and "messages" not in out
-    assert "grade_documents: graded" in proc.stderr
+    assert "first_draft: drafting" in proc.stderr
 
 
 def test_cli_stream_shows_model_tokens_and_time_to_first_token():
@@ -124,8 +134,8 @@ def test_cli_stream_shows_model_tokens_and_time_to_first_token():
     assert proc.returncode == 0, proc.stderr
     assert all(r.body.get("stream") for r in server.requests)  # a listener on "messages" makes the client stream
     lines = proc.stderr.splitlines()
-    # The answer is drafted while grading (speculate); a grading progress line may fall between its tokens.
-    written = " ".join(line for line in lines if re.match(r"\[\s*[\d.]+s\] speculate: (?!drafting)", line))
+    # The answer is plain's single-pass draft (first_draft), streamed token by token.
+    written = " ".join(line for line in lines if re.match(r"\[\s*[\d.]+s\] first_draft: (?!drafting)", line))
     assert "30 days" in written and "30 days" in proc.stdout
     timing = re.search(r"first event ([\d.]+)s · first token ([\d.]+)s · total ([\d.]+)s", proc.stderr)
     assert timing, proc.stderr

@@ -44,7 +44,7 @@ MIN_QUESTIONS = 20
 def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The candidates the record's run scored (finalize's trace step, each with its answer and features), or None
     for a record made before runs kept candidates."""
-    closing = next((s for s in reversed(record.get("trace") or []) if s.get("node") == "finalize"), {})
+    closing: dict[str, Any] = next((s for s in reversed(record.get("trace") or []) if s.get("node") == "finalize"), {})
     found = closing.get("candidates")
     if not isinstance(found, list) or not all(isinstance(c, dict) and "features" in c for c in found):
         return None

@@ -111,7 +111,8 @@ def scored_again(state: State, candidate: dict[str, Any], earlier: list[str],
     contradicted = bool(contradictions(answer, earlier))
     values = {**candidate.get("features", {}), "contradiction": float(contradicted)}
     missing = set(candidate.get("unmeasured") or [])
-    verified = next((s for s in reversed(state.get("trace") or []) if s.get("node") == "verify"), {})
+    steps: list[dict[str, Any]] = [dict(s) for s in state.get("trace") or [] if s.get("node") == "verify"]
+    verified = steps[-1] if steps else {}
     if isinstance(verified.get("score"), int | float) and verified.get("verified") == strip_citations(answer):
         values["verifier"] = float(verified["score"])
         missing.discard("verifier")

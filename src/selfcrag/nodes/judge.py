@@ -26,8 +26,8 @@ DRAFTING_NODES = ("first_draft", "generate")
 
 def plain_draft(state: State) -> bool:
     """Whether the draft being judged is plain's single pass: the last step that wrote a draft is `first_draft`."""
-    step = next((s for s in reversed(state.get("trace") or []) if s.get("node") in DRAFTING_NODES), {})
-    return step.get("node") == "first_draft"
+    nodes = [s.get("node") for s in state.get("trace") or [] if s.get("node") in DRAFTING_NODES]
+    return bool(nodes) and nodes[-1] == "first_draft"
 
 
 def make(components: Components) -> NodeFunction:
