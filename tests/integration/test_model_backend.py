@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer, Reply, Request
-from support.replies import Plausible
+from support.replies import Plausible, best_sentence_answer
 
 import selfcrag
 from selfcrag import Context, build_graph
@@ -122,6 +122,23 @@ def scripted_answers(*answers: str):  # noqa: ANN201
     return lambda question, evidence: next(said)
 
 
+def relevant_answer(relevant):  # noqa: ANN001, ANN201
+    """A careful generator: the best sentence of the evidence `relevant` accepts, or INSUFFICIENT when none is."""
+    return lambda question, evidence: best_sentence_answer(question, [(i, t) for i, t in evidence
+                                                                      if relevant(question, t)])
+
+
+def declines_first():  # noqa: ANN201
+    """A generator whose first draft (plain's single pass) finds nothing, then answers by rule: the run grades."""
+    asked = []
+
+    def answer(question: str, evidence: list[tuple[str, str]]) -> str:
+        asked.append(question)
+        return "INSUFFICIENT: scripted first decline" if len(asked) == 1 else best_sentence_answer(question, evidence)
+
+    return answer
+
+
 # --- the same questions, three ways ------------------------------------------------------------------------------
 
 
@@ -138,7 +155,7 @@ def test_the_same_questions_run_through_the_openai_client_and_an_injected_chat_m
             assert result["citations"][0]["doc_id"].endswith(q["doc_id"])
             assert f"[{result['citations'][0]['ref']}]" in result["answer"]
             made = (len(server.requests) if way == "openai-client" else len(llm.calls)) - before
-            assert result["llm_calls"] == made == 4  # grade (one call for all passages), generate, two checks
+            assert result["llm_calls"] == made == 3  # plain's draft and its two checks: nothing to correct
             assert result["tokens"] > 0
         unanswerable = graph.invoke({"question": "Do you ship to Antarctica?"})
         assert unanswerable["decision"] == "abstain"
@@ -152,7 +169,7 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {"route_question/1",
-        "grade_documents/1 (batch)", "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/3"}
+        "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/3"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------
@@ -206,7 +223,7 @@ def test_a_direct_route_for_a_question_naming_what_the_knowledge_base_holds_retr
     assert route["decision"] == "retrieve" and "the knowledge base has: days, return, item" in route["reason"]
     assert answered["decision"] == "answer" and "30 days" in answered["answer"]
     assert greeted["decision"] == "direct" and greeted["llm_calls"] == 1
-    assert without_web["trace"][2]["reason"].endswith("no model call needed") and without_web["llm_calls"] == 4
+    assert without_web["trace"][2]["reason"].endswith("no model call needed") and without_web["llm_calls"] == 3
 
 
 def test_the_model_routes_outside_the_knowledge_base_to_the_web_only_when_web_search_is_configured():
@@ -230,15 +247,15 @@ def test_the_model_routes_outside_the_knowledge_base_to_the_web_only_when_web_se
 
 def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_results():
     web = Web([passage("web_polar", "Parcelly ships to research stations in Antarctica twice a year.", "web")])
-    model = Plausible(relevant=lambda question, text: "Antarctica" in text)
+    on_topic = lambda question, text: "Antarctica" in text  # noqa: E731
+    model = Plausible(relevant=on_topic, answer=relevant_answer(on_topic))
     with served(model.responder()) as (server, llm):
         result = shelf_graph(llm, web=web).invoke({"question": "Do you ship to Antarctica?"})
-    # The shelf's passages score 0.8, so a draft is written while grading; grading says incorrect: discarded.
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
-                             "speculate", "adopt_draft",
-                             "rewrite_query", "web_search", "generate", "check_hallucination", "grade_answer",
-                             "finalize"]  # fmt: skip
-    assert result["trace"][4]["decision"] == "incorrect" and result["trace"][6]["decision"] == "discarded"
+    # Plain's draft from the shelf's passages finds nothing; grading says incorrect: the web replaces them.
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "first_draft",
+                             "grade_documents", "rewrite_query", "web_search", "generate", "check_hallucination",
+                             "grade_answer", "judge", "finalize"]  # fmt: skip
+    assert result["trace"][4]["decision"] == "no answer" and result["trace"][5]["decision"] == "incorrect"
     assert web.queries == ["ship Antarctica"]  # the model's keyword query, not the question
     assert len(server.asking(GRADES)) == 2  # the knowledge-base passages, then the web results: one call each
     assert result["decision"] == "answer" and result["citations"][0]["doc_id"] == "web_polar"
@@ -246,37 +263,38 @@ def test_all_passages_incorrect_with_web_search_replaces_the_evidence_with_web_r
 
 def test_all_passages_incorrect_without_web_search_rewrites_and_retrieves_again_until_rounds_run_out():
     shelf = Shelf(SHELF)
-    with served(Plausible(relevant=lambda question, text: False).responder()) as (server, llm):
+    never = lambda question, text: False  # noqa: E731
+    with served(Plausible(relevant=never, answer=relevant_answer(never)).responder()) as (server, llm):
         result = shelf_graph(llm, shelf).invoke({"question": "Do you ship to Antarctica?"},
                                                 context=Context(max_retrieval_rounds=2))  # fmt: skip
     # The shelf returns the same passages for any query: round 2 finds nothing new, so nothing is graded twice.
-    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "grade_documents",
-                             "speculate", "adopt_draft",
-                             "rewrite_query", "retrieve", "finalize"]  # fmt: skip
+    assert nodes(result) == ["prepare", "contextualize", "route_question", "retrieve", "first_draft",
+                             "grade_documents", "rewrite_query", "retrieve", "finalize"]  # fmt: skip
     assert "no new evidence, correction ends" in result["trace"][-2]["reason"]
     assert shelf.queries == ["Do you ship to Antarctica?", "Do you ship to Antarctica? details"]
-    assert len(server.asking(REWRITE)) == 1 and len(server.asking(GENERATE)) == 1  # the discarded draft only
+    assert len(server.asking(REWRITE)) == 1 and len(server.asking(GENERATE)) == 1  # plain's draft only
     assert result["decision"] == "abstain" and result["answer"].startswith("I don't know")
 
 
 def test_unsupported_statements_get_one_regeneration_that_is_told_what_they_were():
+    wrong = "Returns are accepted within 45 days [doc_1]."
     model = Plausible(unsupported={"45 days"}, answer=scripted_answers(
-        "Returns are accepted within 45 days [doc_1].", "Most items can be returned within 30 days [doc_1]."))
+        wrong, wrong, "Most items can be returned within 30 days [doc_1]."))
     with served(model.responder()) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
-    drafts = server.asking(GENERATE)
-    assert len(drafts) == 2
-    assert "do not repeat" not in drafts[0].user
-    assert "do not repeat them:\n- Returns are accepted within 45 days." in drafts[1].user
+    drafts = server.asking(GENERATE)  # plain's draft, the correction's from the strips, its regeneration
+    assert len(drafts) == 3
+    assert "do not repeat" not in drafts[0].user and "do not repeat" not in drafts[1].user
+    assert "do not repeat them:\n- Returns are accepted within 45 days." in drafts[2].user
     checks = [s for s in result["trace"] if s["node"] == "check_hallucination"]
-    assert [c["decision"] for c in checks] == ["not grounded", "grounded"]
+    assert [c["decision"] for c in checks] == ["not grounded", "not grounded", "grounded"]
     assert "number 45 not in the evidence" in checks[0]["reason"]  # the rule checks agree with the model
     assert result["decision"] == "answer" and "30 days" in result["answer"]
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("batch", 1), ("parallel", 3)])
 def test_k_passages_are_graded_in_one_call_or_in_k_concurrent_calls(mode, calls):
-    model = Plausible()
+    model = Plausible(answer=declines_first())  # plain's draft finds nothing: the run grades
     together = threading.Barrier(3, timeout=10)  # parallel calls pass only if all three are in flight at once
 
     def respond(request: Request) -> Reply:
@@ -291,7 +309,8 @@ def test_k_passages_are_graded_in_one_call_or_in_k_concurrent_calls(mode, calls)
     assert len(grading) == calls
     assert sum(r.user.count("<passage ") for r in grading) == len(SHELF)
     assert not errors(result)
-    assert [g["label"] for g in result["trace"][4]["grades"]] == ["correct", "correct", "incorrect"]
+    (graded,) = [s for s in result["trace"] if s["node"] == "grade_documents"]
+    assert [g["label"] for g in graded["grades"]] == ["correct", "correct", "incorrect"]
 
 
 def test_the_hallucination_check_and_the_answer_grade_run_concurrently():
@@ -345,7 +364,8 @@ def test_a_server_without_json_schema_gets_function_calling_and_it_is_remembered
     with served(Plausible().responder(), methods=("function_calling",)) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     structured = [r.method for r in server.requests if r.method != "text"]
-    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling", "function_calling"]
+    # the two checks of plain's draft (the first probe rejected, then remembered), and nothing to grade
+    assert structured == ["json_schema", "function_calling", "function_calling", "function_calling"]
     assert [r.status for r in server.requests if r.method == "json_schema"] == [400]
     assert result["decision"] == "answer" and not errors(result)
     assert result["llm_calls"] == len(server.requests)  # the rejected probe counts as a call
@@ -355,7 +375,7 @@ def test_a_server_with_no_structured_output_at_all_gets_plain_prompts():
     with served(Plausible().responder(), methods=()) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
     structured = [r.method for r in server.requests if GENERATE not in r.system]
-    assert structured == ["json_schema", "function_calling", "json_mode", "text", "text", "text", "text"]
+    assert structured == ["json_schema", "function_calling", "json_mode", "text", "text", "text"]
     assert result["decision"] == "answer" and not errors(result)
 
 
@@ -385,11 +405,13 @@ def test_garbage_from_every_grader_degrades_each_in_its_direction():
     with served(respond) as (server, llm):
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"},
                                          context=Context(max_retrieval_rounds=1))  # fmt: skip
-    grades = result["trace"][4]["grades"]
+    # plain's draft could not be checked (fails closed: never shown), so the run grades and corrects
+    (graded,) = [s for s in result["trace"] if s["node"] == "grade_documents"]
+    grades = graded["grades"]
     assert {g["label"] for g in grades} == {"ambiguous"}  # relevance fails open: the evidence stays in play
     assert all(g["reason"].startswith("grader failed: malformed reply") for g in grades)
     checks = [s for s in result["trace"] if s["node"] == "check_hallucination"]
-    assert [c["decision"] for c in checks] == ["not grounded", "not grounded"]  # groundedness fails closed
+    assert [c["decision"] for c in checks] == ["not grounded"] * 3  # plain's, the correction's and its regeneration
     assert "fails closed" in checks[0]["reason"]
     assert {"grade_documents", "check_hallucination", "grade_answer"} <= set(errors(result))
     assert result["decision"] == "abstain"  # an answer nobody could check is never shown
@@ -416,14 +438,15 @@ def test_a_draft_the_checker_doubts_is_withheld_unless_the_calibration_scores_it
         withheld = shelf_graph(llm).invoke(question, context=Context(max_retrieval_rounds=1))
         scored = shelf_graph(llm, settings={"calibration": scoring_calibration(tmp_path)}).invoke(
             question, context=Context(max_retrieval_rounds=1))  # fmt: skip
-    for result in (withheld, scored):
+    for result, drafts in ((withheld, 3), (scored, 1)):
         checks = [s["decision"] for s in result["trace"] if s["node"] == "check_hallucination"]
-        assert checks == ["not grounded", "not grounded"] and not errors(result)
+        # Withheld: plain's, the correction's and its regeneration, none showable; scored: plain's draft is.
+        assert checks == ["not grounded"] * drafts and not errors(result)
     assert withheld["decision"] == "abstain" and PARAPHRASE not in withheld["answer"]
     # Confident by the calibration's reading, but the check doubted it: shown, and never as a plain answer.
     assert scored["decision"] == "answer_with_caveat" and scored["answer"].startswith(PARAPHRASE)
     assert "groundedness" in scored["answer"].split(PARAPHRASE, 1)[1].lower()  # the caveat names the doubt
-    assert len(next(s for s in scored["trace"] if s["node"] == "finalize")["drafts"]) == 2  # both drafts kept
+    assert len(next(s for s in withheld["trace"] if s["node"] == "finalize")["candidates"]) == 3  # every draft kept
 
 
 def test_a_scoring_calibration_still_never_shows_an_answer_nobody_could_check(tmp_path):
@@ -491,7 +514,8 @@ def test_a_call_that_keeps_timing_out_is_retried_then_degrades():
         llm = ChatOpenAI(base_url=server.base_url, api_key="test", model="test-model", max_retries=0, timeout=0.3)
         result = shelf_graph(llm).invoke({"question": "How many days do I have to return an item?"})
         release.set()
-    assert len(server.asking(ANSWER_GRADE)) == 3  # the node's RetryPolicy: three attempts
+    # Three attempts for each draft: plain's, then (its relevance unmeasured, below the floor) the correction's.
+    assert len(server.asking(ANSWER_GRADE)) == 6
     assert "TimeoutError" in errors(result)["grade_answer"]
     # usefulness fails open (the answer was grounded, so it is shown); its confidence counts the unmeasured relevance
     assert result["decision"] in ("answer", "answer_with_caveat")
@@ -502,8 +526,8 @@ def test_the_budget_stops_corrections_and_every_call_is_counted():
         result = shelf_graph(llm, settings={"cap_retrieval_rounds": 10}).invoke(
             {"question": "How many days do I have to return an item?"},
             context=Context(max_llm_calls=6, max_retrieval_rounds=10))  # fmt: skip
-    assert nodes(result).count("retrieve") == 2  # one correction, then the budget was spent
-    assert result["llm_calls"] == len(server.requests) == 6  # a hard ceiling: the second round stops at it
+    assert nodes(result).count("retrieve") == 1  # plain's draft, one correction, then the budget was spent
+    assert result["llm_calls"] == len(server.requests) == 6  # a hard ceiling: the correction's checks stop at it
     assert result["tokens"] == server.tokens
 
 
@@ -520,7 +544,7 @@ def test_the_default_graph_uses_models_when_a_compatible_server_is_configured(mo
         monkeypatch.delenv("SELFCRAG_BACKEND")
         monkeypatch.delenv("OPENAI_BASE_URL")
         offline = selfcrag.ask(question)
-    assert on_models["llm_calls"] == len(server.requests) == 4
+    assert on_models["llm_calls"] == len(server.requests) == 3
     assert {r.body["model"] for r in server.requests} == {"gpt-4o-mini"}  # Context.generator_model's default
     assert forced_offline["llm_calls"] == offline["llm_calls"] == 0
 

@@ -39,7 +39,7 @@ def make(components: Components) -> NodeFunction:
         draft = generator.generate(state["question"], passages, settings, [], history=history_from(state, settings))
         reason = f"plain's single pass: one generation from the {len(passages)} retrieved passages, whole"
         return {
-            "knowledge": passages,
+            "knowledge": passages if draft.answer else [],  # no draft: nothing was drafted from them
             "answer": draft.answer,
             "citations": draft.citations,
             "missing": draft.missing,
