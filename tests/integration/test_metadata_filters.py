@@ -6,6 +6,8 @@ retriever (`search_kwargs={"filter": ...}`), the VectorStore face and a graph ru
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -115,3 +117,26 @@ def test_a_knowledge_base_from_before_filters_is_migrated_at_its_first_filtered_
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT value FROM selfcrag_kb_meta WHERE name = 'version'").fetchone() == (
             str(pg_schema.SCHEMA_VERSION),)
+
+
+def test_each_tenants_folder_is_ingested_with_its_tenant_and_a_run_sees_only_its_own(kb_location: str,
+                                                                                     tmp_path: Path) -> None:
+    for tenant, days in (("acme", 45), ("globex", 10)):
+        folder = tmp_path / tenant
+        folder.mkdir()
+        (folder / f"{tenant}-returns.md").write_text(f"# Returns\nReturns are refunded within {days} days.",
+                                                     encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-m", "selfcrag.cli", "ingest", str(folder), "--index", kb_location,
+                               "--append", "--metadata", f"tenant={tenant}"], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    store = KnowledgeBaseVectorStore(kb_location)
+    assert store.get_by_ids(["acme-returns"])[0].metadata == {"tenant": "acme"}
+    graph = build_graph(settings={"index_dir": kb_location})
+    for tenant in ("acme", "globex"):
+        result = graph.invoke({"question": "Within how many days are returns refunded?"}, context={"tenant": tenant})
+        found = {p["id"] for step in result["trace"] if step["node"] == "retrieve" for p in step["passages"]}
+        assert found == {f"{tenant}-returns#0"}
+    bad = subprocess.run([sys.executable, "-m", "selfcrag.cli", "ingest", str(tmp_path / "acme"), "--index",
+                          kb_location, "--metadata", "tenant"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "expected KEY=VALUE" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -11,13 +11,14 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from selfcrag.contract import Passage
 from selfcrag.errors import IngestError, Unreadable
 from selfcrag.knowledge import folders, loaders
+from selfcrag.knowledge.metadata_filter import parsed_metadata
 from selfcrag.text.sanitize import clean_document
 from selfcrag.text.text import approx_tokens, split_sentences
 
@@ -70,6 +71,12 @@ def encoded_metadata(doc_id: str, metadata: dict[str, Any]) -> str:
     if _NUL.search(encoded):
         raise IngestError(f"document {doc_id!r}: its metadata holds a NUL character")
     return encoded
+
+
+def with_metadata(docs: list[SourceDocument], metadata: dict[str, Any]) -> list[SourceDocument]:
+    """`docs`, each with `metadata`'s keys over its own (`ingest(..., metadata=...)`)."""
+    return [replace(doc, metadata=encoded_metadata(doc.doc_id, {**parsed_metadata(doc.metadata), **metadata}))
+            for doc in docs]
 
 
 def cleaned(doc: SourceDocument) -> SourceDocument:
