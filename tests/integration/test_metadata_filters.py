@@ -105,6 +105,13 @@ def test_jsonl_fields_are_metadata_and_documents_without_any_match_no_filter(kb_
         "a1", "g1", "shared"}
 
 
+def test_the_indexers_plain_items_keep_their_other_fields_as_metadata() -> None:
+    from selfcrag.indexer import _document
+
+    doc = _document({"id": "r1", "title": "Refunds", "text": "Refunds take 45 days.", "tenant": "acme", "x": None})
+    assert doc.metadata == {"title": "Refunds", "tenant": "acme"}
+
+
 def test_a_knowledge_base_from_before_filters_is_migrated_at_its_first_filtered_search(pgvector_url: str) -> None:
     url = new_database(pgvector_url)
     ingest(ACME, url)

@@ -1028,3 +1028,12 @@ def test_metadata_filters_say_what_they_support() -> None:
                         ({"n": {"$in": 1}}, "takes a list")):
         with pytest.raises(ValueError, match=reason):
             parse(bad)
+
+
+def test_a_tenant_run_on_a_retriever_that_cannot_filter_fails_in_one_line_rather_than_search_everyone() -> None:
+    from selfcrag.backend import searched
+
+    adapter = LangChainRetriever(FixedRetriever(documents=[Document("Globex's secret refund policy.")]))
+    assert searched(adapter, None, Context()) is adapter  # unscoped: the caller's retriever as it is
+    with pytest.raises(IngestError, match="scopes only selfcrag's own indexes.*every tenant's documents"):
+        searched(adapter, None, Context(tenant="acme"))
