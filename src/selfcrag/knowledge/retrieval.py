@@ -167,7 +167,6 @@ class HybridIndex:
         self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
         self._by_value: RowsByValue | None = None  # built at the first filtered search
 
-
     def attach(self, store: TextVectors | None) -> HybridIndex:
         """Keep `store` with this index: the offline components of a run searching this index read it."""
         self.text_vectors = store
