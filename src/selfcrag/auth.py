@@ -17,6 +17,8 @@ from the operator's token file (selfcrag/identities.py).
 - Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
   and run the other assistants.
 - A request body above SELFCRAG_MAX_REQUEST_BYTES (1 MB) is refused at the door, before it is read.
+- An identity with a tenant (identities.py) runs with the `tenant` setting its own: its runs retrieve only that
+  tenant's documents; a run that sends another tenant is refused in one line (`scope_to_tenant`).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ async def authenticate(headers: dict[bytes, bytes], path: str, method: str, quer
         raise refuse(403, CANCEL)
     # `streaming` tells the run handler whether this request streams the run's events back to its sender;
     # `reads_values` the thread handler whether it returns a thread's values.
-    return {"identity": who.name, "role": who.role, "permissions": who.permissions,
+    return {"identity": who.name, "role": who.role, "permissions": who.permissions, "tenant": who.tenant,
             "streaming": bool(STREAMING_RUN.match(path)),
             "reads_values": method == "GET" and bool(THREAD.match(path))}  # fmt: skip
 
@@ -278,6 +280,25 @@ def unknown_settings(context: Any, configurable: dict[str, Any]) -> str:
                      if name not in Context.model_fields)  # fmt: skip
 
 
+def scope_to_tenant(ctx: Auth.types.AuthContext, kwargs: dict[str, Any]) -> None:
+    """Set the run's `tenant` to its caller's, when the caller's identity has one: the run then retrieves only that
+    tenant's documents (knowledge/scoped.py). Written where the server reads the run's settings from (its `context`,
+    and `configurable`, which mirrors it), so nothing the client sent can widen it; a different tenant the client
+    asked for is refused, not silently replaced."""
+    tenant = str(user(ctx, "tenant") or "")
+    if not tenant:
+        return
+    context = kwargs.get("context") if isinstance(kwargs.get("context"), dict) else None
+    configurable = (kwargs.get("config") or {}).get("configurable")
+    for sent in (context, configurable):
+        if isinstance(sent, dict) and sent.get("tenant") not in (None, "", tenant):
+            raise refuse(403, f"{ctx.user.identity} retrieves only tenant {tenant!r}'s documents: a run may not set "
+                              f"tenant {str(sent['tenant'])[:80]!r}")
+    kwargs["context"] = {**(context or {}), "tenant": tenant}
+    if isinstance(configurable, dict):
+        configurable["tenant"] = tenant
+
+
 @auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
     kwargs = value.get("kwargs") or {}
@@ -286,6 +307,7 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
         raise refuse(422, f"invalid settings: {misspelt}")
     if role(ctx) == "operator":
         return None
+    scope_to_tenant(ctx, kwargs)
     if str(value.get("assistant_id")) == INDEXER:
         raise refuse(403, "adding documents to the index is the operator's")
     if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):

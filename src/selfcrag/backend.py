@@ -30,6 +30,8 @@ from selfcrag.endpoints import model_configured
 from selfcrag.errors import ComponentError, IngestError
 from selfcrag.knowledge.embeddings import default_embedder, embedder_for, for_run
 from selfcrag.knowledge.loaded_indexes import index_for
+from selfcrag.knowledge.metadata_filter import tenant_filter
+from selfcrag.knowledge.scoped import ScopedIndex
 from selfcrag.web_search import TavilyWebSearch
 
 if TYPE_CHECKING:
@@ -143,10 +145,12 @@ def unfit(part: object, protocol: type) -> str:
 
 def searched(retriever: Retriever | None, embedder: Embedder | None, settings: Context) -> Retriever:
     """The index a run searches: the components' `retriever`, else the one `settings.index_dir` names, else the
-    bundled sample (both loaded once per process, with the run's embedder)."""
-    if retriever is not None:
-        return retriever
-    return index_for(settings, for_run(embedder, settings) if embedder else None)
+    bundled sample (both loaded once per process, with the run's embedder); with the `tenant` setting, seen only
+    through its filter (knowledge/scoped.py)."""
+    index = retriever if retriever is not None else index_for(settings, for_run(embedder, settings) if embedder
+                                                              else None)
+    where = tenant_filter(settings.tenant)
+    return index if where is None else ScopedIndex(index, where)
 
 
 class IndexEmbedder:

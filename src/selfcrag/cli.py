@@ -53,8 +53,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag.knowledge.ingestion import ingest
 
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
+    metadata = {}
+    for pair in args.metadata:  # KEY=VALUE, each document's metadata (a tenant's folder: --metadata tenant=acme)
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise CliError(f"--metadata {pair!r}: expected KEY=VALUE, e.g. --metadata tenant=acme")
+        metadata[key.strip()] = value
     report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
-                    on_progress=_progress)
+                    on_progress=_progress, metadata=metadata)
     for skipped in report.skipped:  # one line each, so `grep`/`wc -l` work on them
         print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
     if report.replaced_index:
@@ -257,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--append", action="store_true",
                         help="add to the index in --index instead of replacing it: new ids are added, changed "
                         "documents replaced, unchanged ones keep their vectors (nothing is embedded twice)")
+    ingest.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
+                        help="give every document read this metadata (repeatable), e.g. tenant=acme for one "
+                        "tenant's folder: what metadata filters and the tenant setting match")
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")

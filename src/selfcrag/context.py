@@ -63,6 +63,13 @@ class Context(BaseModel):
     index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`, or the postgresql:// URL of a "
                               "knowledge base in PostgreSQL + pgvector; empty = the bundled sample.")
     k: int = run(5, "Passages retrieved per round.", cap="cap_k", ge=1)
+    tenant: str = run(
+        "",
+        "Retrieve only documents whose metadata `tenant` is this value (a filter inside the search: k stays k); "
+        "empty = every document. On a server whose identities carry a tenant, the caller's identity sets it and a "
+        "run cannot choose another (docs/deployment.md).",
+        max_length=200,
+    )
     vector_weight: float = run(0.6, "Weight of the normalised FAISS (semantic) score in fusion.", **UNIT)
     keyword_weight: float = run(0.4, "Weight of the normalised BM25 (keyword) score in fusion.", **UNIT)
     agreement_bonus: float = run(0.1, "Added to a chunk's fused score when both retrievers find it.", **UNIT)

@@ -1,8 +1,10 @@
 """Who may call a selfcrag LangGraph server: bearer tokens in an operator file, stored only as sha256 hashes.
 
-The file (path in SELFCRAG_AUTH_FILE) is JSON: {"tokens": [{"sha256": ..., "identity": "alice", "role": "asker"}]}.
+The file (path in SELFCRAG_AUTH_FILE) is JSON: {"tokens": [{"sha256": ..., "identity": "alice", "role": "asker"}]};
+an entry may name a `tenant` ("tenant": "acme"): every run of that identity then retrieves only the documents whose
+metadata `tenant` is it (the `tenant` run setting, forced by selfcrag/auth.py).
 A token is 32 random bytes, so a plain sha256 is enough to keep a stolen file from giving anyone a token: there is
-no dictionary to try. `python -m selfcrag.identities add NAME ROLE` adds one and prints the token, once.
+no dictionary to try. `python -m selfcrag.identities add NAME ROLE [--tenant T]` adds one and prints the token, once.
 The server re-reads the file when it changes: adding or removing a token needs no restart.
 
 Roles, each holding the ones before it: `asker` (asks questions on its own threads), `reviewer` (also reads every
@@ -30,6 +32,7 @@ FILE_VARIABLE = "SELFCRAG_AUTH_FILE"
 class Identity:
     name: str
     role: str
+    tenant: str = ""  # the documents its runs retrieve (metadata `tenant`); "" = not scoped
 
     @property
     def permissions(self) -> list[str]:
@@ -57,7 +60,9 @@ def _parse(path: Path) -> dict[str, Identity]:
         if not ok or entry["role"] not in ROLES or len(entry["sha256"]) != 64:
             raise IdentityError(f"{path}: token {number} needs sha256 (64 hex digits), identity and a role of "
                                 f"{', '.join(ROLES)}")  # fmt: skip
-        found[entry["sha256"].lower()] = Identity(entry["identity"], entry["role"])
+        if not isinstance(entry.get("tenant", ""), str):
+            raise IdentityError(f"{path}: token {number}: tenant must be a string")
+        found[entry["sha256"].lower()] = Identity(entry["identity"], entry["role"], entry.get("tenant", "").strip())
     return found
 
 
@@ -80,16 +85,21 @@ class IdentityFile:
         return self._identities.get(hashed(token))
 
 
-def add(path: Path, name: str, role: str) -> str:
-    """Add an identity to the file (made if absent, readable by its owner only); returns the new token."""
+def _entry(sha256: str, identity: Identity) -> dict[str, str]:
+    entry = {"sha256": sha256, "identity": identity.name, "role": identity.role}
+    return entry | ({"tenant": identity.tenant} if identity.tenant else {})
+
+
+def add(path: Path, name: str, role: str, tenant: str = "") -> str:
+    """Add an identity to the file (made if absent, readable by its owner only), scoped to `tenant` when one is
+    given; returns the new token."""
     if role not in ROLES:
         raise IdentityError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
     if not name.strip():
         raise IdentityError("an identity needs a name")
-    data = {"tokens": [{"sha256": h, "identity": i.name, "role": i.role} for h, i in _parse(path).items()]} \
-        if path.exists() else {"tokens": []}  # fmt: skip
+    data = {"tokens": [_entry(h, i) for h, i in _parse(path).items()]} if path.exists() else {"tokens": []}
     token = secrets.token_urlsafe(32)
-    data["tokens"].append({"sha256": hashed(token), "identity": name.strip(), "role": role})
+    data["tokens"].append(_entry(hashed(token), Identity(name.strip(), role, tenant.strip())))
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -104,13 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     adding = commands.add_parser("add", help="add an identity and print its token (shown only this once)")
     adding.add_argument("name")
     adding.add_argument("role", choices=ROLES)
+    adding.add_argument("--tenant", default="", help="its runs retrieve only documents whose metadata tenant is this")
     adding.add_argument("--file", default=os.environ.get(FILE_VARIABLE), help=f"default: ${FILE_VARIABLE}")
     args = parser.parse_args(argv)
     if not args.file:
         print(f"error: name the identity file with --file or {FILE_VARIABLE}", file=sys.stderr)
         return 2
     try:
-        print(add(Path(args.file), args.name, args.role))
+        print(add(Path(args.file), args.name, args.role, args.tenant))
     except IdentityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,9 +1,10 @@
 """The `indexer` graph (`langgraph.json`): documents sent to a LangGraph server are added to the operator's index,
 as the rag-research template's indexer does, so LangGraph Studio users can add documents.
 
-Input: `documents`, a list of `{"id"?, "title"?, "source"?, "text"}` objects or LangChain Document dicts
-(`{"page_content", "metadata", "id"?}`). They are appended (`ingest(..., append=True)`): new ids added, changed
-documents replaced, unchanged ones kept without re-embedding. Output: the counts of the ingest report.
+Input: `documents`, a list of `{"id"?, "title"?, "source"?, "text", ...}` objects (other fields are metadata, as
+in a JSONL corpus) or LangChain Document dicts (`{"page_content", "metadata", "id"?}`). They are appended
+(`ingest(..., append=True)`): new ids added, changed documents replaced, unchanged ones kept without re-embedding.
+Output: the counts of the ingest report.
 
 It writes the deployment's index, so it is the operator's choice: with `allow_ingest` off (the default) every run
 fails with one line and writes nothing. It writes only the operator's own `index_dir`, never one a run names
@@ -67,8 +68,9 @@ def _document(item: Any) -> Any:
     raw_id = item.get("id")
     if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, str | int)):
         raise ValueError('"id" must be a string or an integer')
+    # A plain item's fields other than id and text are its metadata, as a JSONL record's are (documents.py)
     metadata = item.get("metadata") if "page_content" in item else {
-        name: item[name] for name in ("title", "source") if item.get(name) is not None
+        name: value for name, value in item.items() if name not in ("id", "text") and value is not None
     }
     if not isinstance(metadata, dict):
         raise ValueError('"metadata" must be an object')

@@ -131,8 +131,10 @@ def test_another_embedding_is_refused_in_one_line(kb_location: str) -> None:
 def test_what_it_cannot_do_is_refused_not_ignored(kb_location: str) -> None:
     store = KnowledgeBaseVectorStore(kb_location, embedding=DeterministicFakeEmbedding(size=6))
     store.add_texts(["foo"], ids=["1"])
-    with pytest.raises(TypeError, match="takes no filter"):
-        store.similarity_search("foo", k=1, filter={"id": 1})
+    with pytest.raises(ValueError, match=r"\$ne is not supported"):  # a filter it cannot apply (metadata_filter.py)
+        store.similarity_search("foo", k=1, filter={"id": {"$ne": 1}})
+    with pytest.raises(TypeError, match="takes no fetch"):
+        store.similarity_search("foo", k=1, fetch=3)
     with pytest.raises(IngestError, match="ids of the documents"):
         store.delete()
     with pytest.raises(IngestError, match="metadata must be JSON"):
@@ -159,7 +161,7 @@ def test_a_version_1_knowledge_base_still_searches_and_the_store_upgrades_it(pgv
     embedding = DeterministicFakeEmbedding(size=6)
     ingest([Document(page_content=text, id=doc_id) for doc_id, text in HARBOUR.items()], url, embeddings=embedding)
     with psycopg.connect(url, autocommit=True) as conn:  # as a selfcrag of schema version 1 left it
-        conn.execute("ALTER TABLE selfcrag_kb_chunks DROP COLUMN metadata")
+        conn.execute("ALTER TABLE selfcrag_kb_chunks DROP COLUMN metadata CASCADE")  # with version 4's JSONB of it
         conn.execute("UPDATE selfcrag_kb_meta SET value = '1' WHERE name = 'version'")
     found = load_index(url, embedding).retrieve(HARBOUR["ferry"], Context(k=2))  # searching never needed it
     assert found[0]["doc_id"] == "ferry"

@@ -53,6 +53,19 @@ def test_the_command_prints_the_token_once(tmp_path: Path, capsys: pytest.Captur
     assert main(["add", " ", "asker", "--file", str(path)]) == 2
 
 
+def test_an_identity_may_carry_a_tenant_and_keeps_it_when_others_are_added(tmp_path: Path) -> None:
+    path = tmp_path / "ids.json"
+    assert main(["add", "alice", "asker", "--tenant", "acme", "--file", str(path)]) == 0
+    add(path, "bob", "asker")  # the file is written again: alice's tenant stays
+    (alice, bob) = json.loads(path.read_text())["tokens"]
+    assert alice["tenant"] == "acme" and "tenant" not in bob
+    token = add(path, "carol", "reviewer", tenant=" globex ")
+    assert IdentityFile(path).lookup(token) == Identity("carol", "reviewer", "globex")
+    path.write_text(json.dumps({"tokens": [{**alice, "tenant": 7}]}))
+    with pytest.raises(IdentityError, match="tenant must be a string"):
+        IdentityFile(path).lookup(token)
+
+
 def door(token: str = "", path: str = "/threads", length: int = 2, query: str = "") -> dict[str, object]:
     headers = {b"authorization": f"Bearer {token}".encode(), b"content-length": str(length).encode()}
     answer = auth.authenticate(headers=headers, path=path, method="POST", query_params=QueryParams(query))

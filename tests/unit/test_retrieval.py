@@ -996,3 +996,44 @@ def test_every_passage_the_grader_kept_can_give_its_best_strip_though_it_shares_
     assert kept() == ["s"]  # the second hop shares no word with the question
     assert kept(strip_every_passage=True) == ["s", "h"]
     assert kept(strip_every_passage=True, max_strips=1) == ["s"]  # within the limits
+
+
+def test_a_filtered_vector_search_returns_depth_rows_on_hnsw_too() -> None:
+    """HNSW with a FAISS IDSelector walks past rows it may not return and can come back short on a selective filter;
+    the allowed rows are then compared exactly, so a filter never costs results (vector_index.search)."""
+    from selfcrag.knowledge import vector_index
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((2000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    allowed = np.asarray([5, 700, 1500, 1999], dtype=np.int64)
+    exact = allowed[np.argsort(-(vectors[allowed] @ vectors[0]))][:3].tolist()
+    for kind in ("flat", "hnsw"):
+        found = [int(r) for r in vector_index.search(vector_index.build(vectors, kind), vectors[:1], 3, allowed)]
+        assert found == exact, kind
+
+
+def test_metadata_filters_say_what_they_support() -> None:
+    from selfcrag.knowledge.metadata_filter import parse
+
+    where = parse({"tenant": "acme", "n": {"$in": [1, 2.0]}, "live": {"$eq": True}})
+    assert where is not None
+    assert where.matches({"tenant": "acme", "n": 2, "live": True})
+    assert not where.matches({"tenant": "acme", "n": 2, "live": 1})  # JSON's true is not 1
+    assert not where.matches({"tenant": ["acme"], "n": 1, "live": True})  # a list is not its element
+    assert where.and_(parse({"n": 1})).matches({"tenant": "acme", "n": 1, "live": True})
+    assert not where.and_(parse({"n": 3})).matches({"tenant": "acme", "n": 3, "live": True})  # never wider
+    for bad, reason in (({"n": {"$gt": 1}}, r"\$gt is not supported"), ({"$or": []}, "key '\\$or' is not"),
+                        ({"n": [1]}, "not a string, number or boolean"), ("tenant", "must be an object"),
+                        ({"n": {"$in": 1}}, "takes a list")):
+        with pytest.raises(ValueError, match=reason):
+            parse(bad)
+
+
+def test_a_tenant_run_on_a_retriever_that_cannot_filter_fails_in_one_line_rather_than_search_everyone() -> None:
+    from selfcrag.backend import searched
+
+    adapter = LangChainRetriever(FixedRetriever(documents=[Document("Globex's secret refund policy.")]))
+    assert searched(adapter, None, Context()) is adapter  # unscoped: the caller's retriever as it is
+    with pytest.raises(IngestError, match="scopes only selfcrag's own indexes.*every tenant's documents"):
+        searched(adapter, None, Context(tenant="acme"))

@@ -199,6 +199,13 @@ class BM25:
             return self._best_above(self.score_all(query_tokens), threshold, n)
         return self._best_of(rows, self._score_rows(found, rows), n)
 
+    def top_among(self, query_tokens: list[str], rows: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """`top`, among `rows` (ascending) only: the `n` best of them that share a term with the query, best first,
+        ties by row (a metadata filter's candidates: retrieval.HybridIndex.retrieve)."""
+        scores = self.score_rows(query_tokens, rows)
+        matched = np.flatnonzero(scores)
+        return self._best_of(np.asarray(rows)[matched], scores[matched], n)
+
     def _slice(self, term: int) -> slice:
         return slice(int(self.start[term]), int(self.start[term + 1]))
 

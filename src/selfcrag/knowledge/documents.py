@@ -11,17 +11,19 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from selfcrag.contract import Passage
 from selfcrag.errors import IngestError, Unreadable
 from selfcrag.knowledge import folders, loaders
+from selfcrag.knowledge.metadata_filter import parsed_metadata
 from selfcrag.text.sanitize import clean_document
 from selfcrag.text.text import approx_tokens, split_sentences
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # JSON's escape of a NUL, not an escaped backslash before "u0000"
 _HEADING = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)  # "# Title" or "# Title #"
 
 
@@ -31,8 +33,9 @@ class SourceDocument:
     title: str
     source: str
     text: str
-    # The JSON of the metadata a document was added with through the VectorStore face (langchain_store.py), kept
-    # with each of its chunks and given back as it came; "" for documents read by `ingest`, which keeps none.
+    # The JSON of the document's metadata (a LangChain Document's, a JSONL record's other fields, what the
+    # VectorStore face was given: encoded_metadata), kept with each of its chunks, given back as it came and matched
+    # by metadata filters (metadata_filter.py); "" for none (a file read from a folder, an index from before).
     metadata: str = ""
 
 
@@ -54,6 +57,26 @@ class Chunk:
 
 
 # --- loading ----------------------------------------------------------------------------------------
+
+
+def encoded_metadata(doc_id: str, metadata: dict[str, Any]) -> str:
+    """A document's metadata as stored (JSON, "" for none), or an IngestError naming the document: it must be JSON
+    without NUL characters (PostgreSQL's JSONB, which metadata filters search, refuses them)."""
+    if not metadata:
+        return ""
+    try:
+        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise IngestError(f"document {doc_id!r}: its metadata must be JSON ({exc})") from None
+    if _NUL.search(encoded):
+        raise IngestError(f"document {doc_id!r}: its metadata holds a NUL character")
+    return encoded
+
+
+def with_metadata(docs: list[SourceDocument], metadata: dict[str, Any]) -> list[SourceDocument]:
+    """`docs`, each with `metadata`'s keys over its own (`ingest(..., metadata=...)`)."""
+    return [replace(doc, metadata=encoded_metadata(doc.doc_id, {**parsed_metadata(doc.metadata), **metadata}))
+            for doc in docs]
 
 
 def cleaned(doc: SourceDocument) -> SourceDocument:
@@ -149,8 +172,9 @@ def _folder_documents(root: Path, out: _Collector) -> None:
 _SUPPORTED = "ingest reads " + ", ".join((*loaders.suffixes(), ".jsonl"))
 
 
-def _jsonl_record(line: bytes) -> tuple[str, str, str]:
-    """(id, title, text) of one JSONL line, or ValueError saying what is wrong with it."""
+def _jsonl_record(line: bytes) -> tuple[str, str, str, str]:
+    """(id, title, text, metadata) of one JSONL line, or ValueError saying what is wrong with it. Its metadata is
+    every field but "id" and "text" (as a LangChain Document's holds its title): what metadata filters match."""
     try:
         record = json.loads(line.decode("utf-8-sig"))  # utf-8-sig: a BOM before the first record is no error
     except UnicodeDecodeError:
@@ -171,7 +195,8 @@ def _jsonl_record(line: bytes) -> tuple[str, str, str]:
     if empty:
         raise ValueError(f"empty {' and '.join(empty)}")
     doc_id = str(doc_id).strip()
-    return doc_id, str(title or doc_id), text
+    metadata = encoded_metadata(doc_id, {k: v for k, v in record.items() if k not in ("id", "text")})
+    return doc_id, str(title or doc_id), text, metadata
 
 
 def _jsonl_documents(path: Path, out: _Collector) -> None:
@@ -189,13 +214,14 @@ def _jsonl_documents(path: Path, out: _Collector) -> None:
                 if not line.strip():
                     continue
                 try:
-                    doc_id, title, text = _jsonl_record(line)
+                    doc_id, title, text, metadata = _jsonl_record(line)
                     if problem := out.limits.too_long(text):
                         raise ValueError(problem)
                 except ValueError as exc:
                     out.skip(path, lineno, str(exc))
                     continue
-                out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text), path, lineno)
+                out.add(SourceDocument(doc_id=doc_id, title=title, source=path.name, text=text, metadata=metadata),
+                        path, lineno)
     except OSError as exc:
         out.skip(path, 0, f"cannot read ({exc.strerror or exc})")
 
@@ -241,11 +267,17 @@ def _langchain_documents(docs: list[tuple[int, Any]], out: _Collector) -> None:
             continue
         doc_id = _document_id(doc, position, shared)
         meta = doc.metadata or {}
+        try:
+            metadata = encoded_metadata(doc_id, meta)  # kept, and matched by metadata filters
+        except IngestError as exc:
+            out.skip(where, 0, str(exc))
+            continue
         title = meta.get("title")
         source = meta.get("source")
         out.add(SourceDocument(
             doc_id=doc_id, title=str(title).strip() if title is not None and str(title).strip() else doc_id,
             source=str(source) if isinstance(source, str) and source.strip() else doc_id, text=doc.page_content,
+            metadata=metadata,
         ), where)
 
 

@@ -27,7 +27,14 @@ from selfcrag.errors import IngestError
 from selfcrag.home import describe, is_postgres
 from selfcrag.knowledge import index_files
 from selfcrag.knowledge.atomic_dir import recover_directory, replace_directory
-from selfcrag.knowledge.documents import Chunk, Skipped, SourceDocument, chunk_documents, read_documents
+from selfcrag.knowledge.documents import (
+    Chunk,
+    Skipped,
+    SourceDocument,
+    chunk_documents,
+    read_documents,
+    with_metadata,
+)
 from selfcrag.knowledge.langchain_objects import as_embedder
 from selfcrag.knowledge.loaders import Limits
 from selfcrag.knowledge.retrieval import DOC_HASHES, HybridIndex, _check_replaceable
@@ -141,12 +148,15 @@ def ingest(
     embeddings: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
     limits: Limits | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> IngestReport:
     """Index `sources` (paths and/or LangChain Documents) into `index_dir`; see the module docstring for `append`.
     `strict`: the first bad record, unreadable or unsupported file is an IngestError instead of a skip.
     `embeddings`: None (the `embeddings` setting, default local), a LangChain `Embeddings` or an Embedder; an
     index is read with the embeddings that built it. `on_progress(done, total)` counts texts. `limits`: the size
-    bounds of every read (None: the operator's `max_ingest_*` settings from the environment).
+    bounds of every read (None: the operator's `max_ingest_*` settings from the environment). `metadata`: keys every
+    document read gets, over its own of the same name (`{"tenant": "acme"}` for one tenant's folder: what metadata
+    filters and the `tenant` setting match).
     Bad input raises IngestError with one line; the report lists what was skipped and why."""
     from langchain_core.documents import Document
 
@@ -157,6 +167,8 @@ def ingest(
         _check_replaceable(Path(index_dir).expanduser())  # before any embedding: `--index docs/` by mistake fails
     embedder = as_embedder(embeddings)
     loaded = read_documents(sources, strict=strict, limits=limits)
+    if metadata:
+        loaded.documents = with_metadata(loaded.documents, metadata)
     where = describe(str(index_dir)) if is_postgres(str(index_dir)) else str(index_dir)
     report = IngestReport(where, append, documents=len(loaded.documents), skipped=loaded.skipped)
     write_documents(index_dir, loaded.documents, embedder, report, append=append, on_progress=on_progress)

@@ -13,6 +13,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
 from selfcrag.context import Context
+from selfcrag.knowledge.metadata_filter import MetadataFilter, parse, parsed_metadata
 
 if TYPE_CHECKING:
     from selfcrag.knowledge.retrieval import HybridIndex
@@ -25,22 +26,42 @@ class IndexRetriever(BaseRetriever):
 
     index: Any  # HybridIndex (Any: pydantic would try to validate the class)
     settings: Any  # Context with the retriever's k
+    where: Any = None  # MetadataFilter | None: only documents whose metadata matches it (metadata_filter.py)
 
     @classmethod
-    def of(cls, index: HybridIndex, k: int, settings: Context | None = None) -> IndexRetriever:
+    def of(cls, index: HybridIndex, k: int, settings: Context | None = None,
+           search_kwargs: dict[str, Any] | None = None) -> IndexRetriever:
+        """`search_kwargs` as LangChain's VectorStoreRetriever takes them: `k` (overrides `k`) and `filter`."""
+        search_kwargs = dict(search_kwargs or {})
+        unknown = sorted(set(search_kwargs) - {"k", "filter"})
+        if unknown:
+            raise ValueError(f"search_kwargs {', '.join(unknown)} not supported; this retriever takes k and filter")
+        k = search_kwargs.get("k", k)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}))
+        return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}),
+                   where=parse(search_kwargs.get("filter")))
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
-        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do."""
+        """`invoke(query, k=3)` overrides the constructor's k for that call, as LangChain's own retrievers do;
+        `invoke(query, filter={...})` narrows the retriever's filter for that call (both must match: a call never
+        widens what the retriever was made to return). Each Document's metadata is its document's, with the
+        chunk's id, doc_id, chunk_index, title, source and score."""
         settings = self.settings
         if "k" in kwargs:
             k = kwargs["k"]
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"k must be a positive integer, got {k!r}")
             settings = settings.model_copy(update={"k": k})
+        where: MetadataFilter | None = self.where
+        if "filter" in kwargs and (narrower := parse(kwargs["filter"])) is not None:
+            where = narrower.and_(where)
+        passages = self.index.retrieve(query, settings, where) if where is not None else self.index.retrieve(
+            query, settings)
+        # the documents' own metadata (one lookup for all of them), under the chunk's fields
+        kept = {c.doc_id: c.metadata for c in self.index.chunks_of(list({p["doc_id"] for p in passages}))}
         fields = ("id", "doc_id", "chunk_index", "title", "source", "score")
-        return [Document(page_content=p["text"], id=p["id"], metadata={name: p[name] for name in fields})
-                for p in self.index.retrieve(query, settings)]
+        return [Document(page_content=p["text"], id=p["id"],
+                         metadata={**parsed_metadata(kept.get(p["doc_id"], "")), **{name: p[name] for name in fields}})
+                for p in passages]

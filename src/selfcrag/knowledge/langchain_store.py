@@ -19,6 +19,9 @@ document `ingest` read from a file gets `{"title", "source"}`). The knowledge ba
 search and `get_by_ids` answer chunks, each with its document's id and metadata. A document's search text is its
 text, after its metadata `title` when it has one (as `ingest` indexes a titled document); its `source` is metadata
 `source`, else its id. Text is cleaned as `ingest` cleans it (invisible characters, look-alike letters).
+
+Every search takes `filter=` (metadata_filter.py: equality and `$in` on metadata keys), applied inside the search:
+the `k` nearest among the matching chunks, not the `k` nearest with the others then dropped.
 """
 
 from __future__ import annotations
@@ -37,11 +40,12 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from selfcrag.errors import IngestError
 from selfcrag.home import is_postgres
-from selfcrag.knowledge.documents import Chunk, SourceDocument, cleaned
+from selfcrag.knowledge.documents import Chunk, SourceDocument, cleaned, encoded_metadata
 from selfcrag.knowledge.ingestion import IngestReport, has_index, write_documents
 from selfcrag.knowledge.langchain_objects import as_embedder
 from selfcrag.knowledge.loaded_indexes import open_index
 from selfcrag.knowledge.loaders import Limits
+from selfcrag.knowledge.metadata_filter import MetadataFilter, parse
 
 
 class KnowledgeBaseVectorStore(VectorStore):
@@ -126,39 +130,40 @@ class KnowledgeBaseVectorStore(VectorStore):
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        """The `k` chunks nearest the query's vector, best first, with their cosine similarity (higher is nearer)."""
-        _no_options(kwargs, "similarity_search")
+        """The `k` chunks nearest the query's vector (of those matching `filter=`), best first, with their cosine
+        similarity (higher is nearer)."""
+        where = _filter(kwargs, "similarity_search")
         index = self._index()
         if index is None:
             return []
-        return self.similarity_search_with_score_by_vector(list(self.embedder.embed_query(query)), k)
+        return self.similarity_search_with_score_by_vector(list(self.embedder.embed_query(query)), k, filter=where)
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
-        _no_options(kwargs, "similarity_search")
+        where = _filter(kwargs, "similarity_search")
         index = self._index()
         if index is None:
             return []
-        return [(_document(chunk), cosine) for chunk, cosine, _ in index.nearest(embedding, k)]
+        return [(_document(chunk), cosine) for chunk, cosine, _ in index.nearest(embedding, k, where=where)]
 
     def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
                                       **kwargs: Any) -> list[Document]:
         """`k` of the `fetch_k` nearest chunks, each next one the most relevant and least like those already taken
         (`lambda_mult` 1: relevance alone, 0: difference alone): what `as_retriever(search_type="mmr")` asks."""
-        _no_options(kwargs, "max_marginal_relevance_search")
+        where = _filter(kwargs, "max_marginal_relevance_search")
         if self._index() is None:
             return []
         return self.max_marginal_relevance_search_by_vector(list(self.embedder.embed_query(query)), k, fetch_k,
-                                                            lambda_mult)
+                                                            lambda_mult, filter=where)
 
     def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                 lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
-        _no_options(kwargs, "max_marginal_relevance_search")
+        where = _filter(kwargs, "max_marginal_relevance_search")
         index = self._index()
-        found = [] if index is None else index.nearest(embedding, fetch_k)
+        found = [] if index is None else index.nearest(embedding, fetch_k, where=where)
         if not found:
             return []
         picked = maximal_marginal_relevance(np.asarray(embedding, dtype=np.float32), [v for _, _, v in found],
@@ -183,16 +188,22 @@ class KnowledgeBaseVectorStore(VectorStore):
 
 
 def _no_options(kwargs: dict[str, Any], method: str) -> None:
-    """An option this store does not have (a `filter`, say) is an error, not silently ignored."""
+    """An option this store does not have is an error, not silently ignored."""
     if kwargs:
-        raise TypeError(f"{method}: this vector store takes no {', '.join(sorted(kwargs))} (it does not filter)")
+        raise TypeError(f"{method}: this vector store takes no {', '.join(sorted(kwargs))}")
+
+
+def _filter(kwargs: dict[str, Any], method: str) -> MetadataFilter | None:
+    """A search's `filter=` (a ValueError with one line when it is not one this store applies); any other option
+    is an error, as in `_no_options`."""
+    options = dict(kwargs)
+    raw = options.pop("filter", None)
+    _no_options(options, method)
+    return parse(raw)
 
 
 def _source_document(doc_id: str, text: str, metadata: dict[str, Any]) -> SourceDocument:
-    try:
-        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise IngestError(f"document {doc_id!r}: its metadata must be JSON ({exc})") from None
+    encoded = encoded_metadata(doc_id, metadata) or "{}"  # given back as it came: {} is not "none"
     title, source = metadata.get("title"), metadata.get("source")
     return SourceDocument(doc_id=doc_id, title=title.strip() if isinstance(title, str) else "",
                           source=source if isinstance(source, str) and source.strip() else doc_id, text=text,

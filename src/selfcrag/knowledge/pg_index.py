@@ -10,6 +10,11 @@ does the searching, so nothing is loaded into the process and a query costs the 
   found the target chunk for 7 of 200 keyword queries where BM25 found 69);
 - the offline graders' stored evidence vectors (vector_store.py) in a table keyed by text hash.
 
+A metadata filter (metadata_filter.py) is a condition on the chunks' JSONB metadata in the WHERE clause of both
+searches (a GIN index serves it; pg_schema.FILTERABLE): the vector search walks the HNSW index with pgvector's
+iterative scan, and compares the matching chunks exactly when that finds too few; the keyword search ranks the
+matching chunks' postings. So k results come back whenever k chunks match.
+
 One retrieval reads one snapshot (REPEATABLE READ), so it never sees a document half replaced; ingest
 (pg_ingest.py) writes a batch of documents per transaction. The schema (pg_schema.py) is created and migrated
 under an advisory lock and its version recorded. Connections come from one bounded pool per URL and process.
@@ -27,12 +32,13 @@ import numpy as np
 from selfcrag.contract import Embedder, Passage
 from selfcrag.errors import IngestError
 from selfcrag.home import describe
-from selfcrag.knowledge import pg_keywords
+from selfcrag.knowledge import pg_keywords, pg_schema
 from selfcrag.knowledge.documents import Chunk
 from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
+from selfcrag.knowledge.metadata_filter import MetadataFilter
 from selfcrag.knowledge.pg_schema import CONNECT_SECONDS, check_meta, connected, needs_extra, unreachable
 from selfcrag.knowledge.retrieval import (
     CANDIDATES_PER_K,
@@ -65,14 +71,31 @@ def search_depth(conn: Any, settings: Context, depth: int) -> None:
                  "SET LOCAL enable_seqscan = off")
 
 
-def _vector_top(conn: Any, query: np.ndarray, n: int, size: int, settings: Context) -> list[int]:
-    """Rows of the `n` chunks nearest the unit `query`, best first: exact below `exact_search_below` chunks (or
-    with `vector_index` flat), else the HNSW index, whatever the planner's statistics (stale after a bulk ingest)."""
+def _vector_top(conn: Any, query: np.ndarray, n: int, size: int, settings: Context,
+                where: MetadataFilter | None = None) -> list[int]:
+    """Rows of the `n` chunks (matching `where`) nearest the unit `query`, best first: exact below
+    `exact_search_below` chunks (or with `vector_index` flat), else the HNSW index, whatever the planner's statistics
+    (stale after a bulk ingest). Filtered, the HNSW walk goes on past rows the filter excludes (pgvector's iterative
+    scan, in order); when it still finds fewer than `n`, the matching rows are compared exactly."""
     exact = settings.vector_index == "flat" or (settings.vector_index == "auto" and size < settings.exact_search_below)
-    if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
+    if where is None:
+        if not exact:  # the HNSW index, whatever the planner's statistics (stale after a bulk ingest)
+            search_depth(conn, settings, n)
+        found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW, {"q": query, "n": n})]
+        conn.execute("SET LOCAL enable_seqscan = on")
+        return found
+    condition, conditions = where.sql("meta")
+    params: dict[str, Any] = {**conditions, "q": query, "n": n}
+    found = []
+    if not exact:
         search_depth(conn, settings, n)
-    found = [int(r) for (r,) in conn.execute(_VECTOR_EXACT if exact else _VECTOR_HNSW, {"q": query, "n": n})]
-    conn.execute("SET LOCAL enable_seqscan = on")
+        conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        found = [int(r) for (r,) in conn.execute(f"SELECT row FROM selfcrag_kb_chunks WHERE {condition} "
+                                                 "ORDER BY embedding <#> %(q)s LIMIT %(n)s", params)]
+        conn.execute("SET LOCAL enable_seqscan = on; SET LOCAL hnsw.iterative_scan = off")
+    if exact or len(found) < n:
+        found = [int(r) for (r,) in conn.execute(f"SELECT row FROM selfcrag_kb_chunks WHERE {condition} "
+                                                 "ORDER BY (embedding <#> %(q)s) + 0, row LIMIT %(n)s", params)]
     return found
 
 
@@ -115,10 +138,20 @@ class PgIndex:
     """A knowledge base in PostgreSQL. Implements `Retriever` and `Vocabulary`, and offers what the directory index
     offers the graders (`text_vectors`) and an append (`stored_vectors`)."""
 
+    FILTERS_METADATA = True  # retrieve, nearest, knows and titles take a metadata filter (scoped.py)
+
     def __init__(self, url: str, embedder: Embedder) -> None:
         self.url = url
         self.embedder = embedder
         self.text_vectors = StoredTextVectors(self)
+        self._filterable = False  # the schema has the chunks' JSONB metadata (checked at the first filter)
+
+    def _filtered(self, where: MetadataFilter | None) -> MetadataFilter | None:
+        """`where`, once the knowledge base can take it: one built before metadata filters is migrated first."""
+        if where is not None and not self._filterable:
+            pg_schema.upgrade(self.url)
+            self._filterable = True
+        return where
 
     @classmethod
     def open(cls, url: str, embedder: Embedder) -> PgIndex:
@@ -165,29 +198,42 @@ class PgIndex:
         with self.snapshot() as conn:
             return int(conn.execute("SELECT count(*) FROM selfcrag_kb_documents").fetchone()[0])
 
-    def knows(self, token: str) -> bool:
-        """Whether any chunk has this keyword token: one primary-key lookup in the terms table (a term leaves it when
-        its last posting does, pg_ingest._remove)."""
+    def knows(self, token: str, where: MetadataFilter | None = None) -> bool:
+        """Whether any chunk (matching `where`) has this keyword token: one primary-key lookup in the terms table (a
+        term leaves it when its last posting does, pg_ingest._remove); filtered, the term's postings of matching
+        chunks."""
+        where = self._filtered(where)
         with self.snapshot() as conn:
-            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM selfcrag_kb_terms WHERE term = %s)",
-                                     (token,)).fetchone()[0])
+            if where is None:
+                return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM selfcrag_kb_terms WHERE term = %s)",
+                                         (token,)).fetchone()[0])
+            condition, params = where.sql("c.meta")
+            return bool(conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM selfcrag_kb_postings p JOIN selfcrag_kb_chunks c ON c.row = p.chunk "
+                f"WHERE p.term = %(term)s AND {condition})", params | {"term": token}).fetchone()[0])
 
-    def titles(self, limit: int) -> list[str]:
-        """The first `limit` documents' titles in ingest order, each once (a replaced document's chunks are new rows:
-        it moves to the end). A server-side cursor over the chunks' primary key, read until `limit` are found: the
-        cost grows with `limit`, not with the knowledge base."""
+    def titles(self, limit: int, where: MetadataFilter | None = None) -> list[str]:
+        """The first `limit` documents' titles (of those matching `where`) in ingest order, each once (a replaced
+        document's chunks are new rows: it moves to the end). A server-side cursor over the chunks' primary key,
+        read until `limit` are found: the cost grows with `limit`, not with the knowledge base."""
         found: dict[str, None] = {}
+        where = self._filtered(where)
+        condition, params = where.sql("meta") if where is not None else ("TRUE", {})
         with self.snapshot() as conn, conn.cursor(name="selfcrag_titles") as cursor:
-            cursor.execute("SELECT title FROM selfcrag_kb_chunks WHERE chunk_index = 0 AND title <> '' ORDER BY row")
+            cursor.execute("SELECT title FROM selfcrag_kb_chunks WHERE chunk_index = 0 AND title <> '' "
+                           f"AND {condition} ORDER BY row", params)
             for (title,) in cursor:
                 if len(found) >= limit:
                     break
                 found[title] = None
         return list(found)
 
-    def retrieve(self, query: str, settings: Context) -> list[Passage]:
+    def retrieve(self, query: str, settings: Context, where: MetadataFilter | None = None) -> list[Passage]:
+        """The `settings.k` best chunks for `query`; with `where`, among the chunks whose metadata matches it only
+        (a condition of both searches: k results whenever k chunks match)."""
         if not query or not query.strip():
             return []
+        where = self._filtered(where)
         tokens = keyword_tokens(query)
         terms = list(dict.fromkeys(tokens))
         qvec = None
@@ -201,8 +247,9 @@ class PgIndex:
             if depth == 0:
                 return []
             weights: dict[int, dict[str, float]] = {}  # the keyword search's lookups serve the candidates too
-            ranked = pg_keywords.top(conn, scorer, depth, weights)
-            found = _vector_top(conn, qvec, depth, size, settings) if qvec is not None else []
+            ranked = (pg_keywords.top(conn, scorer, depth, weights) if where is None
+                      else pg_keywords.top_among(conn, scorer, depth, weights, where))
+            found = _vector_top(conn, qvec, depth, size, settings, where) if qvec is not None else []
             lexical = {row for row, _ in ranked}
             candidates = sorted(set(found) | lexical)
             chunks, cosines = self._candidates(conn, candidates, qvec)
@@ -236,18 +283,20 @@ class PgIndex:
             cosines[row] = float(value)
         return chunks, cosines
 
-    def nearest(self, vector: Any, k: int, settings: Context | None = None) -> list[tuple[Chunk, float, np.ndarray]]:
-        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
-        vector: the vector half of `retrieve` alone (exact below `exact_search_below` chunks, else the HNSW index),
-        for the VectorStore face (langchain_store.py). Chunks carry their document's metadata."""
+    def nearest(self, vector: Any, k: int, settings: Context | None = None,
+                where: MetadataFilter | None = None) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks (matching `where`) whose search vectors are nearest `vector`, best first, with their cosine
+        and (unit) search vector: the vector half of `retrieve` alone (exact below `exact_search_below` chunks, else
+        the HNSW index), for the VectorStore face (langchain_store.py). Chunks carry their document's metadata."""
         from selfcrag.context import Context
 
         settings = settings or Context.from_env()
+        where = self._filtered(where)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         query /= max(float(np.linalg.norm(query)), 1e-12)
         with self.snapshot() as conn:
             size = int(conn.execute("SELECT chunks FROM selfcrag_kb_stats").fetchone()[0])
-            rows = _vector_top(conn, query, min(k, size), size, settings) if k > 0 and size else []
+            rows = _vector_top(conn, query, min(k, size), size, settings, where) if k > 0 and size else []
             found = {row: (chunk, cosine, stored) for row, *chunk, cosine, stored in conn.execute(
                 f"SELECT row, {_CHUNK_COLUMNS}, -(embedding <#> %(q)s), embedding FROM selfcrag_kb_chunks "
                 "WHERE row = ANY(%(rows)s)", {"rows": rows, "q": query})}
@@ -274,12 +323,14 @@ class PgIndex:
                     found.setdefault(keys[bytes(hashed)], np.asarray(vector.to_numpy(), dtype=np.float32))
         return found
 
-    def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
-        """This knowledge base as a LangChain `BaseRetriever` of `k` Documents, as HybridIndex.as_retriever."""
+    def as_retriever(self, k: int = 4, settings: Context | None = None,
+                     search_kwargs: dict[str, Any] | None = None) -> BaseRetriever:
+        """This knowledge base as a LangChain `BaseRetriever` of `k` Documents, as HybridIndex.as_retriever (with
+        `search_kwargs` `k` and `filter`)."""
         # Lazily, for start-up time: langchain_core loads only when a LangChain caller asks for a retriever.
         from selfcrag.knowledge.langchain_retriever import IndexRetriever
 
-        return IndexRetriever.of(self, k, settings)  # type: ignore[arg-type]
+        return IndexRetriever.of(self, k, settings, search_kwargs)  # type: ignore[arg-type]
 
 
 class StoredTextVectors:

@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from selfcrag.knowledge.bm25 import BM25
+from selfcrag.knowledge.metadata_filter import MetadataFilter
 
 K1, B = BM25().k1, BM25().b  # the directory index's parameters: both backends rank keywords alike
 # Postings in order of density, with what a weight needs: reading a term's densest postings is one index range.
@@ -140,6 +141,31 @@ def top(conn: Any, scorer: Scorer, n: int, known: dict[int, dict[str, float]]) -
     # server as much: measured, not kept.)
     weights: dict[int, dict[str, float]] = {}
     scorer.look_up(conn, contenders, weights)  # every term, weighed as bm25.py weighs it
+    known.update(weights)
+    ranked = sorted(((scorer.score(w), row) for row, w in weights.items()), key=lambda item: (-item[0], item[1]))
+    return [(row, score) for score, row in ranked[:n] if score > 0]
+
+
+def top_among(conn: Any, scorer: Scorer, n: int, known: dict[int, dict[str, float]],
+              where: MetadataFilter) -> list[tuple[int, float]]:
+    """`top` among the chunks whose metadata matches `where` (the corpus statistics stay the whole knowledge base's,
+    as the directory index's do): the matching chunks' postings of the query's terms, summed in the server to pick
+    the contenders (twice `n`: float sums in another order differ only in the last bits), then scored exactly."""
+    if n <= 0 or not scorer.terms:
+        return []
+    condition, params = where.sql("c.meta")
+    contenders = [int(row) for (row,) in conn.execute(f"""
+        WITH q AS (SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf))
+        SELECT p.chunk FROM q JOIN selfcrag_kb_postings p ON p.term = q.term
+            JOIN selfcrag_kb_chunks c ON c.row = p.chunk
+        WHERE {condition}
+        GROUP BY p.chunk
+        ORDER BY sum(q.idf * p.tf * {_F(K1 + 1)} / (p.tf + {_F(K1)} * ({_F(1 - B)} + {_F(B)} * p.length / %(avgdl)s)))
+                 DESC, p.chunk
+        LIMIT %(limit)s""", params | {"terms": scorer.terms, "idf": [scorer.idf[t] for t in scorer.terms],
+                                      "avgdl": scorer.avgdl, "limit": 2 * n}).fetchall()]
+    weights: dict[int, dict[str, float]] = {}
+    scorer.look_up(conn, contenders, weights)
     known.update(weights)
     ranked = sorted(((scorer.score(w), row) for row, w in weights.items()), key=lambda item: (-item[0], item[1]))
     return [(row, score) for score, row in ranked[:n] if score > 0]

@@ -20,7 +20,7 @@ from selfcrag.text.text import TOKENIZER
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_LOCK, WRITE_LOCK = 7261025, 7261026  # advisory lock keys: schema changes; ingest batches, one at a time
 CONNECT_SECONDS = 5  # a database that is down fails a run after this, not after the pool's default 30 s
 
@@ -32,6 +32,14 @@ def hnsw_index(settings: Context) -> str:
     m = settings.pg_hnsw_m
     return f"""CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_hnsw ON selfcrag_kb_chunks USING hnsw
         (embedding vector_ip_ops) WITH (m = {m}, ef_construction = {max(settings.pg_hnsw_ef_construction, 2 * m)})"""
+
+
+# A chunk's metadata as JSONB, derived from the stored text so that every writer keeps it right, with a GIN index:
+# a metadata filter (metadata_filter.py) is a containment test in the WHERE clause of the search itself.
+FILTERABLE = ["""ALTER TABLE selfcrag_kb_chunks ADD COLUMN IF NOT EXISTS meta JSONB GENERATED ALWAYS AS
+                 (CASE WHEN metadata = '' THEN '{}'::jsonb ELSE metadata::jsonb END) STORED""",
+              "CREATE INDEX IF NOT EXISTS selfcrag_kb_chunks_meta ON selfcrag_kb_chunks "
+              "USING gin (meta jsonb_path_ops)"]
 
 
 def schema(dim: int, settings: Context) -> list[str]:
@@ -62,6 +70,7 @@ def schema(dim: int, settings: Context) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS selfcrag_kb_text_vectors (
             key BYTEA PRIMARY KEY, doc_id TEXT NOT NULL, embedding vector({dim}) NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS selfcrag_kb_text_vectors_doc ON selfcrag_kb_text_vectors (doc_id)",
+        *FILTERABLE,
     ]
 
 
@@ -71,6 +80,8 @@ MIGRATIONS: list[list[str]] = [
     ["ALTER TABLE selfcrag_kb_chunks ADD COLUMN IF NOT EXISTS metadata TEXT NOT NULL DEFAULT ''"],
     # 3: postings by density, for pg_keywords.top
     [IMPACT_INDEX],
+    # 4: metadata filters
+    FILTERABLE,
 ]
 
 

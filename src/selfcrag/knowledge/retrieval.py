@@ -29,6 +29,7 @@ from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
+from selfcrag.knowledge.metadata_filter import MetadataFilter, RowsByValue
 from selfcrag.knowledge.vector_store import TextVectors, embed_index
 from selfcrag.knowledge.vector_store import key as text_key
 from selfcrag.text.text import TOKENIZER, keyword_tokens
@@ -153,6 +154,8 @@ def top_passages(scored: list[tuple[float, int]], chunk_of: Callable[[int], Chun
 class HybridIndex:
     """FAISS (cosine over normalised vectors) + BM25, fused per query. Implements `Retriever`."""
 
+    FILTERS_METADATA = True  # retrieve, nearest, knows and titles take a metadata filter (scoped.py)
+
     def __init__(self, chunks: list[Chunk], vectors: Any, bm25: BM25, embedder: Embedder, created: str = "") -> None:
         self.chunks = chunks
         self.embedder = embedder
@@ -162,6 +165,7 @@ class HybridIndex:
         self.text_vectors: TextVectors | None = None  # the graders' vectors of its texts (vector_store)
         self.doc_hashes: dict[str, str] = {}  # doc id -> content hash, when ingest() built it (ingest.py)
         self._rows: dict[str, int] | None = None  # search text -> row, for stored_vectors
+        self._by_value: RowsByValue | None = None  # built at the first filtered search
 
     def attach(self, store: TextVectors | None) -> HybridIndex:
         """Keep `store` with this index: the offline components of a run searching this index read it."""
@@ -175,20 +179,34 @@ class HybridIndex:
     def documents(self) -> int:
         return len({c.doc_id for c in self.chunks})
 
-    def knows(self, token: str) -> bool:
-        """Whether any chunk has this keyword token (contract.Vocabulary: can the index cover a question?)."""
-        return token in self._bm25.vocab
+    def knows(self, token: str, where: MetadataFilter | None = None) -> bool:
+        """Whether any chunk (matching `where`) has this keyword token (contract.Vocabulary: can the index cover a
+        question?)."""
+        if where is None:
+            return token in self._bm25.vocab
+        term = self._bm25.vocab.get(token)
+        if term is None:
+            return False
+        postings = self._bm25.rows[self._bm25.start[term] : self._bm25.start[term + 1]]
+        return bool(np.isin(postings, self.rows_matching(where), assume_unique=True).any())
 
-    def titles(self, limit: int) -> list[str]:
-        """The first `limit` documents' titles, in index order, each once: what a direct reply says the index
-        covers (contract.Vocabulary)."""
+    def titles(self, limit: int, where: MetadataFilter | None = None) -> list[str]:
+        """The first `limit` documents' titles (of those matching `where`), in index order, each once: what a direct
+        reply says the index covers (contract.Vocabulary)."""
         found: dict[str, None] = {}
-        for chunk in self.chunks:
+        rows = range(len(self.chunks)) if where is None else self.rows_matching(where).tolist()
+        for row in rows:
             if len(found) >= limit:
                 break
-            if chunk.title:
-                found[chunk.title] = None
+            if self.chunks[row].title:
+                found[self.chunks[row].title] = None
         return list(found)
+
+    def rows_matching(self, where: MetadataFilter) -> np.ndarray:
+        """The rows whose document's metadata matches `where`, ascending (int64), from a map built once."""
+        if self._by_value is None:
+            self._by_value = RowsByValue([chunk.metadata for chunk in self.chunks])
+        return self._by_value.rows(where)
 
     @classmethod
     def build(
@@ -211,12 +229,18 @@ class HybridIndex:
         searched = vector_index.build(vectors, vector_index.chosen(vector_kind, len(chunks)))
         return cls(list(chunks), searched, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
-    def retrieve(self, query: str, settings: Context) -> list[Passage]:
+    def retrieve(self, query: str, settings: Context, where: MetadataFilter | None = None) -> list[Passage]:
+        """The `settings.k` best chunks for `query`; with `where`, among the chunks whose metadata matches it only
+        (the candidates of both searches are those rows: k results whenever k chunks match)."""
         if not query or not query.strip() or not self.chunks:
             return []
-        depth = min(len(self.chunks), CANDIDATES_PER_K * settings.k)
+        allowed = None if where is None else self.rows_matching(where)
+        if allowed is not None and not len(allowed):
+            return []
+        depth = min(len(self.chunks) if allowed is None else len(allowed), CANDIDATES_PER_K * settings.k)
         tokens = keyword_tokens(query)
-        ranked = self._bm25.top(tokens, depth)  # pruned: does not score every chunk of a large index
+        # pruned: does not score every chunk of a large index; filtered: scores the allowed rows only
+        ranked = self._bm25.top(tokens, depth) if allowed is None else self._bm25.top_among(tokens, allowed, depth)
         lexical = {row for row, _ in ranked}
         if not reads(self.embedder, query):
             return self._top(self._keyword_scored(tokens, dict(ranked), lexical, settings), settings)
@@ -226,7 +250,7 @@ class HybridIndex:
             raise IngestError(f"the embeddings give {qvec.shape[1]}-dimensional vectors but the index holds "
                               f"{self._vectors.d}-dimensional ones; rebuild the index with these embeddings")
         qvec /= max(float(np.linalg.norm(qvec)), 1e-12)
-        found = [int(r) for r in vector_index.search(self._vectors, qvec, depth) if r >= 0]
+        found = [int(r) for r in vector_index.search(self._vectors, qvec, depth, allowed) if r >= 0]
         semantic = set(found)
         candidates = sorted(semantic | lexical)
         # Exact cosine for every candidate, also those only BM25 proposed: the gate needs it for all.
@@ -239,18 +263,22 @@ class HybridIndex:
                  "keyword_rank": {row: i for i, (row, _) in enumerate(ranked)}}
         return self._top(scored, settings, ranks)
 
-    def nearest(self, vector: Any, k: int) -> list[tuple[Chunk, float, np.ndarray]]:
-        """The `k` chunks whose search vectors are nearest `vector`, best first, with their cosine and (unit) search
-        vector: the vector half of `retrieve` alone, without keywords or the gate (the VectorStore face,
-        langchain_store.py). Exact on a flat index; on HNSW (from 250,000 chunks) the graph walk `retrieve` uses."""
-        if not self.chunks or k < 1:
+    def nearest(self, vector: Any, k: int,
+                where: MetadataFilter | None = None) -> list[tuple[Chunk, float, np.ndarray]]:
+        """The `k` chunks (matching `where`) whose search vectors are nearest `vector`, best first, with their cosine
+        and (unit) search vector: the vector half of `retrieve` alone, without keywords or the gate (the VectorStore
+        face, langchain_store.py). Exact on a flat index; on HNSW (from 250,000 chunks) the graph walk `retrieve`
+        uses."""
+        allowed = None if where is None else self.rows_matching(where)
+        if not self.chunks or k < 1 or (allowed is not None and not len(allowed)):
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         if query.shape[1] != self._vectors.d:
             raise IngestError(f"a {query.shape[1]}-dimensional query vector for an index of "
                               f"{self._vectors.d}-dimensional ones")
         query /= max(float(np.linalg.norm(query)), 1e-12)
-        rows = [int(r) for r in vector_index.search(self._vectors, query, min(k, len(self.chunks))) if r >= 0]
+        rows = [int(r) for r in vector_index.search(self._vectors, query, min(k, len(self.chunks)), allowed)
+                if r >= 0]
         vectors = self._vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64))
         return [(self.chunks[row], float(v @ query[0]), v) for row, v in zip(rows, vectors, strict=True)]
 
@@ -355,13 +383,15 @@ class HybridIndex:
                 found[text] = self._vectors.reconstruct(self._rows[text])
         return found
 
-    def as_retriever(self, k: int = 4, settings: Context | None = None) -> BaseRetriever:
-        """This index as a LangChain `BaseRetriever` of `k` Documents (metadata id, doc_id, chunk_index, title,
-        source, score); `settings` (default: the environment's) set the fusion weights and the gate."""
+    def as_retriever(self, k: int = 4, settings: Context | None = None,
+                     search_kwargs: dict[str, Any] | None = None) -> BaseRetriever:
+        """This index as a LangChain `BaseRetriever` of `k` Documents (metadata: the document's own, with id, doc_id,
+        chunk_index, title, source, score); `settings` (default: the environment's) set the fusion weights and the
+        gate; `search_kwargs` `k` and `filter` (a metadata filter, metadata_filter.py), as LangChain's retrievers."""
         # Lazily, for start-up time: langchain_core loads only when a LangChain caller asks for a retriever.
         from selfcrag.knowledge.langchain_retriever import IndexRetriever
 
-        return IndexRetriever.of(self, k, settings)
+        return IndexRetriever.of(self, k, settings, search_kwargs)
 
 
 def _one_line(exc: BaseException) -> str:
