@@ -19,15 +19,18 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from selfcrag.errors import SettingsError
+from selfcrag.prompts.system import PROMPTS, template_problem
 from selfcrag.quality.calibration import load
 from selfcrag.quality.thresholds import Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
+ASSISTANT_NOTE = ("Operator setting, per assistant too (an assistant's context on a LangGraph server, the environment "
+                  "or build_graph; a run may not change it). ")
 
 
 def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
@@ -40,6 +43,16 @@ def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
 def operator(default: Any, description: str, **limits: Any) -> Any:
     """A setting only the deployment sets: endpoints, names, paths, deadlines and caps."""
     return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
+
+
+def prompt(name: str) -> Any:
+    """The system prompt of one model role (prompts/system.py): an operator setting that an assistant may set too,
+    so that each assistant on a server answers with its own prompts. Its default is the shipped text."""
+    shipped = PROMPTS[name]
+    fills = ", ".join(f"{{{p}}}" + (" (needed)" if p in shipped.needs else "") for p in shipped.placeholders)
+    description = (f"{ASSISTANT_NOTE}System prompt of {shipped.role}; default: the shipped {shipped.version}. "
+                   + (f"Placeholders: {fills}; " if fills else "No placeholders; ") + "a literal brace is {{ or }}.")
+    return Field(shipped.text, description=description, json_schema_extra={"scope": "operator", "assistant": True})
 
 
 UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
@@ -235,6 +248,20 @@ class Context(BaseModel):
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "
         "question terms (no model call), `llm` = the grader model picks the strips.",
     )
+    # --- the model roles' system prompts (prompts/system.py): per deployment, or per assistant on a server -----
+    route_question_prompt: str = prompt("route_question")
+    contextualize_prompt: str = prompt("contextualize")
+    grade_documents_prompt: str = prompt("grade_documents")
+    grade_documents_yes_no_prompt: str = prompt("grade_documents_yes_no")
+    refine_prompt: str = prompt("refine")
+    generate_prompt: str = prompt("generate")
+    check_hallucination_prompt: str = prompt("check_hallucination")
+    check_hallucination_yes_no_prompt: str = prompt("check_hallucination_yes_no")
+    grade_answer_prompt: str = prompt("grade_answer")
+    grade_answer_yes_no_prompt: str = prompt("grade_answer_yes_no")
+    rewrite_query_prompt: str = prompt("rewrite_query")
+    rewrite_query_web_prompt: str = prompt("rewrite_query_web")
+    verify_prompt: str = prompt("verify")
     task: Literal["auto", "qa", "summarize", "compare", "code"] = run(
         "auto", "Generator task prompt; `auto` picks it from the question."
     )
@@ -392,6 +419,14 @@ class Context(BaseModel):
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         return thresholds_for(self)
 
+    @field_validator(*(p.setting for p in PROMPTS.values()))
+    @classmethod
+    def _serves_its_role(cls, text: str, info: ValidationInfo) -> str:
+        """A template that cannot serve its role is refused when the settings are made, not mid-run."""
+        if problem := template_problem(str(info.field_name).removesuffix("_prompt"), text):
+            raise ValueError(problem)
+        return text
+
     @model_validator(mode="after")
     def _consistent(self) -> Context:
         if self.lower_threshold > self.upper_threshold:
@@ -468,9 +503,13 @@ def field_tag(name: str, key: str) -> str:
 
 
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "scope") == "operator")
+# Operator settings an assistant on a LangGraph server may set in its context (the operator writes assistants):
+# selfcrag/auth.py refuses a run whose own context changes one, and trust_boundary.resolve takes them from a run
+# that passed that check.
+ASSISTANT_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "assistant"))
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",
                            "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
-                           "max_history_chars",
+                           "max_history_chars", *ASSISTANT_SETTINGS,
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
