@@ -142,10 +142,15 @@ def unfit(part: object, protocol: type) -> str:
 
 
 def searched(retriever: Retriever | None, embedder: Embedder | None, settings: Context) -> Retriever:
-    """The index a run searches: the components' `retriever`, else the one `settings.index_dir` names, else the
-    bundled sample (both loaded once per process, with the run's embedder)."""
+    """The index a run searches: the components' `retriever`, else the LangChain store `settings.retriever_factory`
+    names, else the index `settings.index_dir` names, else the bundled sample (each made once per process, with
+    the run's embedder)."""
     if retriever is not None:
         return retriever
+    if settings.retriever_factory:
+        from selfcrag.knowledge.configured import configured_retriever  # only a deployment that names one loads it
+
+        return configured_retriever(settings, for_run(embedder or LazyEmbedder(), settings))
     return index_for(settings, for_run(embedder, settings) if embedder else None)
 
 

@@ -15,6 +15,8 @@ else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datase
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 from typing import Any, Literal
@@ -56,6 +58,7 @@ def prompt(name: str) -> Any:
 
 
 UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
+FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")  # module.path:attribute
 OVERRIDE: dict[str, Any] = {"ge": -1.0, "le": 1.0}  # a quality minimum, or negative for "from the preset"
 
 
@@ -75,6 +78,18 @@ class Context(BaseModel):
     # --- knowledge base -----------------------------------------------------------------------------
     index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`, or the postgresql:// URL of a "
                               "knowledge base in PostgreSQL + pgvector; empty = the bundled sample.")
+    retriever_factory: str = operator(
+        "",
+        "A LangChain VectorStore or retriever searched instead of the index, as `module:attribute` (a class or a "
+        "function, e.g. `langchain_chroma:Chroma`), imported on first use and called once with `retriever_kwargs`; "
+        "its `embedding_function`, `embedding` or `embeddings` parameter, left out of the kwargs, gets the "
+        "`embeddings` setting as a LangChain Embeddings. A VectorStore is searched for the run's k with relevance "
+        "scores, a BaseRetriever as it answers (knowledge/configured.py). Empty = `index_dir`.",
+    )
+    retriever_kwargs: dict[str, Any] = operator(
+        {}, "Keyword arguments of `retriever_factory`, e.g. {\"collection_name\": \"docs\", \"persist_directory\": "
+        "\"/srv/chroma\"}; a JSON object in the environment (SELFCRAG_RETRIEVER_KWARGS).",
+    )
     k: int = run(5, "Passages retrieved per round.", cap="cap_k", ge=1)
     vector_weight: float = run(0.6, "Weight of the normalised FAISS (semantic) score in fusion.", **UNIT)
     keyword_weight: float = run(0.4, "Weight of the normalised BM25 (keyword) score in fusion.", **UNIT)
@@ -434,6 +449,13 @@ class Context(BaseModel):
         spec = self.embeddings.strip()
         if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
             raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")
+        if self.retriever_factory and not FACTORY.fullmatch(self.retriever_factory):
+            raise ValueError(f"retriever_factory must be module:attribute (e.g. langchain_chroma:Chroma), got "
+                             f"{self.retriever_factory!r}")
+        if self.retriever_factory and self.index_dir:
+            raise ValueError("set index_dir or retriever_factory, not both: each names what the graph searches")
+        if self.retriever_kwargs and not self.retriever_factory:
+            raise ValueError("retriever_kwargs without retriever_factory: name the factory they are for")
         if unknown := [name for name in self.allow_per_run if name not in OPERATOR_SETTINGS]:
             raise ValueError(f"allow_per_run names no operator setting: {', '.join(unknown)}")
         if never := [name for name in self.allow_per_run if name in NEVER_PER_RUN]:
@@ -481,6 +503,15 @@ class Context(BaseModel):
         is validated too (LangGraph coerces it into Context before the trust check in `resolve` refuses it), and
         opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
         learn which files exist."""
+        if self.retriever_factory:  # installed, without importing it (a store's package may take seconds)
+            module = self.retriever_factory.partition(":")[0]
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):  # a parent package missing
+                found = False
+            if not found:
+                raise SettingsError(f"retriever_factory {self.retriever_factory}: no module {module} is installed "
+                                    "(install the package that provides it)")
         if self.calibration:
             from selfcrag.errors import CalibrationError
             try:
@@ -493,6 +524,14 @@ def _from_text(name: str, raw: str) -> Any:
     """An environment value as the field expects it (pydantic parses numbers and booleans from text)."""
     if name == "allow_per_run":
         return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if name == "retriever_kwargs":
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"SELFCRAG_RETRIEVER_KWARGS is not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise SettingsError("SELFCRAG_RETRIEVER_KWARGS must be a JSON object of keyword arguments")
+        return value
     return raw.strip()
 
 
@@ -511,5 +550,5 @@ ASSISTANT_SETTINGS = frozenset(name for name in Context.model_fields if field_ta
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",
                            "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
-                           "max_history_chars", *ASSISTANT_SETTINGS,
+                           "max_history_chars", "retriever_factory", "retriever_kwargs", *ASSISTANT_SETTINGS,
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})
