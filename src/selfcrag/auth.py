@@ -283,7 +283,10 @@ def unknown_settings(context: Any, configurable: dict[str, Any]) -> str:
 def changed_by_run(context: dict[str, Any], assistant: dict[str, Any] | None) -> list[str]:
     """The assistant settings a run's own context would change: each may only repeat the value the run gets anyway,
     its assistant's, else the operator's. An assistant that cannot be read (None) lets none through."""
-    base = _operator_settings()
+    try:
+        base = _operator_settings()
+    except SettingsError as exc:  # the operator's settings cannot be made: no run could start anyway
+        raise refuse(403, str(exc)) from None
     return [name for name in sorted(ASSISTANT_SETTINGS & set(context))
             if assistant is None or context[name] != assistant.get(name, getattr(base, name))]  # fmt: skip
 

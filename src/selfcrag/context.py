@@ -480,7 +480,7 @@ class Context(BaseModel):
             settings.check_files()
             return settings.within_caps()
         except SettingsError as exc:  # say which variables the refused values came from
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items()
+            named = [f"SELFCRAG_{n.upper()}={_shown(v)}" for n, v in from_environment.items()
                      if re.search(rf"(?<!\w){n}(?!\w)", str(exc))]  # fmt: skip
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
 
@@ -518,6 +518,12 @@ class Context(BaseModel):
                 load(self.calibration)
             except CalibrationError as exc:
                 raise SettingsError(f"calibration: {exc}") from None
+
+
+def _shown(value: Any, most: int = 80) -> str:
+    """A value as an error line quotes it: a prompt of a thousand characters is named by its start."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _from_text(name: str, raw: str) -> Any:

@@ -69,3 +69,12 @@ def test_a_run_may_not_change_a_prompt_outside_a_server_run_that_selfcrags_door_
     shipped = {"generate_prompt": PROMPTS["generate"].text}
     for repeated in (Context(generate_prompt="Mine. {data_notice}", k=2), shipped):
         assert resolve(repeated, operator).generate_prompt == "Mine. {data_notice}"
+
+
+def test_a_prompt_from_the_environment_that_cannot_serve_names_its_variable_and_only_its_start(monkeypatch):
+    monkeypatch.setenv("SELFCRAG_GENERATE_PROMPT", "Answer well. " * 40)
+    with pytest.raises(SettingsError) as refused:
+        Context.from_env()
+    said = str(refused.value)
+    assert said.startswith("invalid settings: generate_prompt: lacks {data_notice}")
+    assert "(from the environment: SELFCRAG_GENERATE_PROMPT='Answer well. Answer well." in said and len(said) < 300
