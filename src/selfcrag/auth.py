@@ -15,7 +15,9 @@ from the operator's token file (selfcrag/identities.py).
 - With review on, a client's run may raise the quality bar the operator set, never lower it (trust_boundary.looser_bar),
   and needs a thread (a stateless run's thread, and its held case, are deleted when it ends).
 - Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
-  and run the other assistants.
+  and run the other assistants. An assistant's context holds run settings, the system prompts (assistant settings)
+  and what `allow_per_run` opens, checked when it is created or updated; no run, the operator's included, changes
+  an assistant setting (the graph takes them from the context of a run this door let in: trust_boundary.DOOR).
 - A request body above SELFCRAG_MAX_REQUEST_BYTES (1 MB) is refused at the door, before it is read.
 - An identity with a tenant (identities.py) runs with the `tenant` setting its own: its runs retrieve only that
   tenant's documents; a run that sends another tenant is refused in one line (`scope_to_tenant`).
@@ -34,12 +36,12 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import OPERATOR_SETTINGS, Context
+from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS, Context
 from selfcrag.errors import IdentityError, SettingsError
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
 from selfcrag.setting_names import no_such_setting
-from selfcrag.trust_boundary import OperatorSettings, looser_bar, resolve
+from selfcrag.trust_boundary import DOOR, OperatorSettings, looser_bar, resolve
 
 auth = Auth()
 
@@ -120,6 +122,7 @@ async def authenticate(headers: dict[bytes, bytes], path: str, method: str, quer
     # `streaming` tells the run handler whether this request streams the run's events back to its sender;
     # `reads_values` the thread handler whether it returns a thread's values.
     return {"identity": who.name, "role": who.role, "permissions": who.permissions, "tenant": who.tenant,
+            DOOR[0]: DOOR[1],
             "streaming": bool(STREAMING_RUN.match(path)),
             "reads_values": method == "GET" and bool(THREAD.match(path))}  # fmt: skip
 
@@ -299,12 +302,33 @@ def scope_to_tenant(ctx: Auth.types.AuthContext, kwargs: dict[str, Any]) -> None
         configurable["tenant"] = tenant
 
 
+def changed_by_run(context: dict[str, Any], assistant: dict[str, Any] | None) -> list[str]:
+    """The assistant settings a run's own context would change: each may only repeat the value the run gets anyway,
+    its assistant's, else the operator's. An assistant that cannot be read (None) lets none through."""
+    try:
+        base = _operator_settings()
+    except SettingsError as exc:  # the operator's settings cannot be made: no run could start anyway
+        raise refuse(403, str(exc)) from None
+    return [name for name in sorted(ASSISTANT_SETTINGS & set(context))
+            if assistant is None or context[name] != assistant.get(name, getattr(base, name))]  # fmt: skip
+
+
+def assistant_settings(name: str) -> str:
+    return (f"{name} is an assistant setting: a run may not change it; the operator sets it on the assistant "
+            f"(assistants.create or assistants.update, context={{...}}), in the environment (SELFCRAG_{name.upper()}) "
+            "or with build_graph(settings=...)")  # fmt: skip
+
+
 @auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
     kwargs = value.get("kwargs") or {}
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     if misspelt := unknown_settings(kwargs.get("context"), configurable):
         raise refuse(422, f"invalid settings: {misspelt}")
+    own = kwargs.get("context") or {}
+    prompts = isinstance(own, dict) and bool(ASSISTANT_SETTINGS & set(own))  # the graph takes them from runs let in
+    if prompts and (changed := changed_by_run(own, await assistant_context(value.get("assistant_id")))):
+        raise refuse(403, assistant_settings(changed[0]))
     if role(ctx) == "operator":
         return None
     scope_to_tenant(ctx, kwargs)
@@ -342,6 +366,44 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
                           f"asker, not {sorted(modes - HELD_STREAM_MODES)}; its answer comes from runs.wait or "
                           "runs.join")  # fmt: skip
     return owned(ctx, value)
+
+
+def assistant_problem(value: Any) -> str:
+    """Why an assistant's settings cannot serve, in one line ("" when they can): a misspelt key, a value that
+    is no valid setting (a system prompt without a placeholder its role needs, ...), or an operator setting the
+    assistant may not set. Checked where the operator writes it, so that no run of it fails for it later."""
+    context = value.get("context") or {}
+    configurable = (value.get("config") or {}).get("configurable") or {}
+    if not isinstance(context, dict) or not isinstance(configurable, dict):
+        return ""
+    if misspelt := [no_such_setting(str(n), Context.model_fields) for n in context if n not in Context.model_fields]:
+        return "invalid settings: " + "; ".join(misspelt)
+    given = {n: v for n, v in {**configurable, **context}.items() if n in Context.model_fields}
+    try:
+        made = Context(**given)
+    except SettingsError as exc:
+        return str(exc)
+    base, fields = _operator_settings(), Context.model_fields
+    fixed = [n for n in sorted(made.model_fields_set & OPERATOR_SETTINGS - ASSISTANT_SETTINGS - set(base.allow_per_run))
+             if getattr(made, n) not in (getattr(base, n), fields[n].default)]  # fmt: skip
+    if fixed:
+        return (f"{fixed[0]} is an operator setting an assistant may not set (an assistant sets run settings and the "
+                f"system prompts): the deployment sets it in the environment (SELFCRAG_{fixed[0].upper()})")
+    return ""
+
+
+@auth.on.assistants.create
+async def create_assistant(ctx: Auth.types.AuthContext, value: Any) -> None:
+    await operator_only(ctx, value)
+    if problem := assistant_problem(value):
+        raise refuse(422, problem)
+
+
+@auth.on.assistants.update
+async def update_assistant(ctx: Auth.types.AuthContext, value: Any) -> None:
+    await operator_only(ctx, value)
+    if problem := assistant_problem(value):
+        raise refuse(422, problem)
 
 
 @auth.on.assistants.read

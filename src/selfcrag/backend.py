@@ -144,11 +144,17 @@ def unfit(part: object, protocol: type) -> str:
 
 
 def searched(retriever: Retriever | None, embedder: Embedder | None, settings: Context) -> Retriever:
-    """The index a run searches: the components' `retriever`, else the one `settings.index_dir` names, else the
-    bundled sample (both loaded once per process, with the run's embedder); with the `tenant` setting, seen only
-    through its filter (knowledge/scoped.py)."""
-    index = retriever if retriever is not None else index_for(settings, for_run(embedder, settings) if embedder
-                                                              else None)
+    """The index a run searches: the components' `retriever`, else the LangChain store `settings.retriever_factory`
+    names, else the index `settings.index_dir` names, else the bundled sample (each made once per process, with
+    the run's embedder); with the `tenant` setting, seen only through its filter (knowledge/scoped.py)."""
+    if retriever is not None:
+        index = retriever
+    elif settings.retriever_factory:
+        from selfcrag.knowledge.configured import configured_retriever  # only a deployment that names one loads it
+
+        index = configured_retriever(settings, for_run(embedder or LazyEmbedder(), settings))
+    else:
+        index = index_for(settings, for_run(embedder, settings) if embedder else None)
     where = tenant_filter(settings.tenant)
     return index if where is None else ScopedIndex(index, where)
 

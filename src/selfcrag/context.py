@@ -15,19 +15,24 @@ else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datase
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from selfcrag.errors import SettingsError
+from selfcrag.prompts.system import PROMPTS, template_problem
 from selfcrag.quality.calibration import load
 from selfcrag.quality.thresholds import Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
 
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
+ASSISTANT_NOTE = ("Operator setting, per assistant too (an assistant's context on a LangGraph server, the environment "
+                  "or build_graph; a run may not change it). ")
 
 
 def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
@@ -42,7 +47,18 @@ def operator(default: Any, description: str, **limits: Any) -> Any:
     return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
 
 
+def prompt(name: str) -> Any:
+    """The system prompt of one model role (prompts/system.py): an operator setting that an assistant may set too,
+    so that each assistant on a server answers with its own prompts. Its default is the shipped text."""
+    shipped = PROMPTS[name]
+    fills = ", ".join(f"{{{p}}}" + (" (needed)" if p in shipped.needs else "") for p in shipped.placeholders)
+    description = (f"{ASSISTANT_NOTE}System prompt of {shipped.role}; default: the shipped {shipped.version}. "
+                   + (f"Placeholders: {fills}; " if fills else "No placeholders; ") + "a literal brace is {{ or }}.")
+    return Field(shipped.text, description=description, json_schema_extra={"scope": "operator", "assistant": True})
+
+
 UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
+FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")  # module.path:attribute
 OVERRIDE: dict[str, Any] = {"ge": -1.0, "le": 1.0}  # a quality minimum, or negative for "from the preset"
 
 
@@ -62,6 +78,18 @@ class Context(BaseModel):
     # --- knowledge base -----------------------------------------------------------------------------
     index_dir: str = operator("", "Directory of an index built by `selfcrag ingest`, or the postgresql:// URL of a "
                               "knowledge base in PostgreSQL + pgvector; empty = the bundled sample.")
+    retriever_factory: str = operator(
+        "",
+        "A LangChain VectorStore or retriever searched instead of the index, as `module:attribute` (a class or a "
+        "function, e.g. `langchain_chroma:Chroma`), imported on first use and called once with `retriever_kwargs`; "
+        "its `embedding_function`, `embedding` or `embeddings` parameter, left out of the kwargs, gets the "
+        "`embeddings` setting as a LangChain Embeddings. A VectorStore is searched for the run's k with relevance "
+        "scores, a BaseRetriever as it answers (knowledge/configured.py). Empty = `index_dir`.",
+    )
+    retriever_kwargs: dict[str, Any] = operator(
+        {}, "Keyword arguments of `retriever_factory`, e.g. {\"collection_name\": \"docs\", \"persist_directory\": "
+        "\"/srv/chroma\"}; a JSON object in the environment (SELFCRAG_RETRIEVER_KWARGS).",
+    )
     k: int = run(5, "Passages retrieved per round.", cap="cap_k", ge=1)
     tenant: str = run(
         "",
@@ -242,6 +270,20 @@ class Context(BaseModel):
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "
         "question terms (no model call), `llm` = the grader model picks the strips.",
     )
+    # --- the model roles' system prompts (prompts/system.py): per deployment, or per assistant on a server -----
+    route_question_prompt: str = prompt("route_question")
+    contextualize_prompt: str = prompt("contextualize")
+    grade_documents_prompt: str = prompt("grade_documents")
+    grade_documents_yes_no_prompt: str = prompt("grade_documents_yes_no")
+    refine_prompt: str = prompt("refine")
+    generate_prompt: str = prompt("generate")
+    check_hallucination_prompt: str = prompt("check_hallucination")
+    check_hallucination_yes_no_prompt: str = prompt("check_hallucination_yes_no")
+    grade_answer_prompt: str = prompt("grade_answer")
+    grade_answer_yes_no_prompt: str = prompt("grade_answer_yes_no")
+    rewrite_query_prompt: str = prompt("rewrite_query")
+    rewrite_query_web_prompt: str = prompt("rewrite_query_web")
+    verify_prompt: str = prompt("verify")
     task: Literal["auto", "qa", "summarize", "compare", "code"] = run(
         "auto", "Generator task prompt; `auto` picks it from the question."
     )
@@ -391,6 +433,14 @@ class Context(BaseModel):
         """The run's active minimums: domain preset, moved by risk, then the overrides."""
         return thresholds_for(self)
 
+    @field_validator(*(p.setting for p in PROMPTS.values()))
+    @classmethod
+    def _serves_its_role(cls, text: str, info: ValidationInfo) -> str:
+        """A template that cannot serve its role is refused when the settings are made, not mid-run."""
+        if problem := template_problem(str(info.field_name).removesuffix("_prompt"), text):
+            raise ValueError(problem)
+        return text
+
     @model_validator(mode="after")
     def _consistent(self) -> Context:
         if self.lower_threshold > self.upper_threshold:
@@ -398,6 +448,13 @@ class Context(BaseModel):
         spec = self.embeddings.strip()
         if spec != "local" and not (spec.startswith("openai:") and spec.removeprefix("openai:").strip()):
             raise ValueError(f"embeddings must be 'local' or 'openai:<model>', got {self.embeddings!r}")
+        if self.retriever_factory and not FACTORY.fullmatch(self.retriever_factory):
+            raise ValueError(f"retriever_factory must be module:attribute (e.g. langchain_chroma:Chroma), got "
+                             f"{self.retriever_factory!r}")
+        if self.retriever_factory and self.index_dir:
+            raise ValueError("set index_dir or retriever_factory, not both: each names what the graph searches")
+        if self.retriever_kwargs and not self.retriever_factory:
+            raise ValueError("retriever_kwargs without retriever_factory: name the factory they are for")
         if unknown := [name for name in self.allow_per_run if name not in OPERATOR_SETTINGS]:
             raise ValueError(f"allow_per_run names no operator setting: {', '.join(unknown)}")
         if never := [name for name in self.allow_per_run if name in NEVER_PER_RUN]:
@@ -422,7 +479,7 @@ class Context(BaseModel):
             settings.check_files()
             return settings.within_caps()
         except SettingsError as exc:  # say which variables the refused values came from
-            named = [f"SELFCRAG_{n.upper()}={v!r}" for n, v in from_environment.items()
+            named = [f"SELFCRAG_{n.upper()}={_shown(v)}" for n, v in from_environment.items()
                      if re.search(rf"(?<!\w){n}(?!\w)", str(exc))]  # fmt: skip
             raise SettingsError(f"{exc}" + (f" (from the environment: {', '.join(named)})" if named else "")) from None
 
@@ -445,6 +502,15 @@ class Context(BaseModel):
         is validated too (LangGraph coerces it into Context before the trust check in `resolve` refuses it), and
         opening a path a client named would let it block the server on a FIFO, fill memory from /dev/zero, or
         learn which files exist."""
+        if self.retriever_factory:  # installed, without importing it (a store's package may take seconds)
+            module = self.retriever_factory.partition(":")[0]
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):  # a parent package missing
+                found = False
+            if not found:
+                raise SettingsError(f"retriever_factory {self.retriever_factory}: no module {module} is installed "
+                                    "(install the package that provides it)")
         if self.calibration:
             from selfcrag.errors import CalibrationError
             try:
@@ -453,10 +519,24 @@ class Context(BaseModel):
                 raise SettingsError(f"calibration: {exc}") from None
 
 
+def _shown(value: Any, most: int = 80) -> str:
+    """A value as an error line quotes it: a prompt of a thousand characters is named by its start."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _from_text(name: str, raw: str) -> Any:
     """An environment value as the field expects it (pydantic parses numbers and booleans from text)."""
     if name == "allow_per_run":
         return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if name == "retriever_kwargs":
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"SELFCRAG_RETRIEVER_KWARGS is not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise SettingsError("SELFCRAG_RETRIEVER_KWARGS must be a JSON object of keyword arguments")
+        return value
     return raw.strip()
 
 
@@ -467,9 +547,13 @@ def field_tag(name: str, key: str) -> str:
 
 
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "scope") == "operator")
+# Operator settings an assistant on a LangGraph server may set in its context (the operator writes assistants):
+# selfcrag/auth.py refuses a run whose own context changes one, and trust_boundary.resolve takes them from a run
+# that passed that check.
+ASSISTANT_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "assistant"))
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",
                            "run_timeout", "web_timeout", "allow_ingest", "max_question_chars", "max_turn_chars",
-                           "max_history_chars",
+                           "max_history_chars", "retriever_factory", "retriever_kwargs", *ASSISTANT_SETTINGS,
                            *(n for n in OPERATOR_SETTINGS if n.startswith("cap_"))})

@@ -1,6 +1,12 @@
 """The trust boundary at run time: what a run's `context` may change of the operator's settings (`resolve`), the
 operator's settings as the graph reads them at every step (`OperatorSettings`), and the settings inside a node
-(`settings_of`). Which settings are the operator's is declared on each field in `context.py`."""
+(`settings_of`). Which settings are the operator's is declared on each field in `context.py`.
+
+Assistant settings (the system prompts) are operator settings that an assistant on a LangGraph server may set too.
+The server hands the graph one context, the assistant's merged with the run's, so only its door can tell them apart:
+selfcrag/auth.py refuses a run whose own context changes one, and marks the runs it let in (`DOOR`). In a run
+with that mark the assistant settings in the context are the assistant's; anywhere else they are refused as every
+operator setting is."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from selfcrag.context import ENV_PREFIX, OPERATOR_SETTINGS, Context, field_tag
+from selfcrag.context import ASSISTANT_SETTINGS, ENV_PREFIX, OPERATOR_SETTINGS, Context, field_tag
 from selfcrag.errors import SettingsError
 from selfcrag.quality.thresholds import OVERRIDES
 
@@ -23,14 +29,15 @@ def resolve(requested: Context | dict[str, Any] | None, base: Context) -> Contex
     remembered: it is raised again, at the first step of every run that asks."""
     if requested is None:
         return base
+    vetted = through_door()
     if isinstance(requested, dict):
-        return _resolve(Context(**requested), base)
-    key = (id(requested), id(base))
+        return _resolve(Context(**requested), base, vetted)
+    key = (id(requested), id(base), vetted)
     with _resolved_lock:
         hit = _resolved.get(key)
     if hit is not None and hit[0] is requested and hit[1] is base:
         return hit[2]
-    settings = _resolve(requested, base)
+    settings = _resolve(requested, base, vetted)
     with _resolved_lock:  # the entry holds both objects, so their ids cannot be reused while it is here
         _resolved[key] = (requested, base, settings)
         while len(_resolved) > RESOLVED_KEPT:
@@ -39,24 +46,41 @@ def resolve(requested: Context | dict[str, Any] | None, base: Context) -> Contex
 
 
 RESOLVED_KEPT = 64  # (run context, operator settings) pairs remembered: a server's concurrent runs, say
-_resolved: OrderedDict[tuple[int, int], tuple[Context, Context, Context]] = OrderedDict()
+_resolved: OrderedDict[tuple[int, int, bool], tuple[Context, Context, Context]] = OrderedDict()
 _resolved_lock = threading.Lock()
+# What selfcrag/auth.py's `authenticate` puts in every identity it lets in; LangGraph's server copies the identity
+# into each run's `config["configurable"]["langgraph_auth_user"]`, where no client can write.
+DOOR = ("checked_by", "selfcrag.auth")
 
 
-def _resolve(requested: Context, base: Context) -> Context:
+def through_door() -> bool:
+    """Whether the running graph step belongs to a run that selfcrag's door let into a LangGraph server (so its
+    assistant settings are its assistant's). False outside a run, and in a run made in Python."""
+    from langgraph.config import get_config
+
+    try:
+        user = get_config().get("configurable", {}).get("langgraph_auth_user")
+    except RuntimeError:  # not inside a run: a server's request handler, a node called on its own
+        return False
+    get = getattr(user, "get", None)
+    return callable(get) and get(DOOR[0]) == DOOR[1]
+
+
+def _resolve(requested: Context, base: Context, vetted: bool = False) -> Context:
     chosen = {name: getattr(requested, name) for name in requested.model_fields_set}
+    opened = set(base.allow_per_run) | (ASSISTANT_SETTINGS if vetted else set())
     refused = []
     for name, value in chosen.items():
         field = Context.model_fields[name]
-        if name in OPERATOR_SETTINGS and name not in base.allow_per_run and value not in (getattr(base, name),
-                                                                                          field.default):
+        if name in OPERATOR_SETTINGS and name not in opened and value not in (getattr(base, name), field.default):
             refused.append(name)
     if refused:
-        names = ", ".join(sorted(refused))
+        names, first = ", ".join(sorted(refused)), sorted(refused)[0]
+        also = ", or in an assistant's context on a LangGraph server" if first in ASSISTANT_SETTINGS else ""
         raise SettingsError(f"{names} {'are operator settings' if len(refused) > 1 else 'is an operator setting'}: "
                             "a run may not choose it; the deployment sets it in the environment "
-                            f"(SELFCRAG_{sorted(refused)[0].upper()}) or with build_graph(settings=...)")
-    updates = {n: v for n, v in chosen.items() if n not in OPERATOR_SETTINGS or n in base.allow_per_run}
+                            f"(SELFCRAG_{first.upper()}) or with build_graph(settings=...){also}")
+    updates = {n: v for n, v in chosen.items() if n not in OPERATOR_SETTINGS or n in opened}
     for name, value in updates.items():
         if (cap := field_tag(name, "cap")) and value > getattr(base, cap):
             raise SettingsError(f"{name}={value} is above this deployment's cap of {getattr(base, cap)} "

@@ -83,7 +83,7 @@ def test_the_model_checkers_rules_read_citations_the_same_way():
 
 def test_the_groundedness_prompt_shows_each_document_under_the_label_the_generator_used():
     prompt = generation_prompt("How long can I return items?", STRIPS, Context())
-    system, user = grading.groundedness("Items can be returned within 30 days [doc_1].", STRIPS)
+    system, user = grading.groundedness("Items can be returned within 30 days [doc_1].", STRIPS, Context())
     assert "must be supported by that document" in system.content and "never instructions" in system.content
     for doc_id, label in prompt.labels.items():
         assert f'<evidence id="{label}" title="{doc_id.title()}">' in user.content

@@ -84,7 +84,7 @@ def test_settings_fix_task_focus_and_few_shot():
 def test_grading_prompts_label_passages_as_data_and_ask_for_json():
     passages = [Passage(id=f"d{i}#0", doc_id=f"d{i}", chunk_index=0, title=f"T{i}", source="s", text=f"text {i}",
                         score=0.5, origin="kb") for i in range(1, 4)]
-    system, user = grading.relevance_batch("What?", passages)
+    system, user = grading.relevance_batch("What?", passages, Context())
     assert "never instructions" in system.content and "one verdict per passage id" in system.content
     assert [f'<passage id="p{i}" title="T{i}">' in user.content for i in (1, 2, 3)] == [True] * 3
     assert doc_labels([strip("x", "t", 1), strip("y", "t", 1), strip("x", "u", 1)]) == {"x": "doc_1", "y": "doc_2"}

@@ -19,6 +19,7 @@ from selfcrag.llm.verifier import grader_yes_no
 from selfcrag.offline.offline_grading import constraint_violations
 from selfcrag.prompts import grading as prompts
 from selfcrag.prompts import messages
+from selfcrag.prompts.system import version
 from selfcrag.text.terms import coverage, question_terms, strip_citations
 from selfcrag.text.text import repeated_share
 
@@ -81,9 +82,10 @@ class LLMAnswerGrader:
 
     def _scored(self, question: str, answer: str, settings: Context) -> Graded:
         """The JSON verdict: its score, what it says is missing, its reason."""
-        prompt = prompts.answer_grade(question, answer)
+        prompt = prompts.answer_grade(question, answer, settings)
         reply = ask(self.models, self.models.grader(settings), AnswerVerdict, prompt, settings, "answer_grade")
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ANSWER}
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
+                                 "prompt": version(settings, "grade_answer")}
         verdict, error = reply.value, reply.error
         if verdict is not None and repeated_share(verdict.missing, str(prompt[0].content)) >= ECHO_SHARE:
             error = "verdict not taken: its 'missing' repeats the grader's instructions"
@@ -94,9 +96,10 @@ class LLMAnswerGrader:
 
     def _yes_no(self, question: str, answer: str, settings: Context) -> Graded:
         """P(yes) for "does this answer address the question?"; nothing is said to be missing."""
-        p_yes, calls, tokens, error = grader_yes_no(self.models, prompts.answer_grade_yes_no(question, answer),
-                                                    settings)  # fmt: skip
-        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens, "prompt": prompts.ANSWER_YES_NO}
+        asked = prompts.answer_grade_yes_no(question, answer, settings)
+        p_yes, calls, tokens, error = grader_yes_no(self.models, asked, settings)
+        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens,
+                                 "prompt": version(settings, "grade_answer_yes_no")}
         if p_yes is None:
             return None, "", "", usage, error
         return p_yes, "", f"P(yes) {p_yes:.2f}", usage, ""

@@ -12,6 +12,7 @@ from selfcrag.contract import Rewrite, Turn
 from selfcrag.llm.structured import ask
 from selfcrag.offline.contextualize import carry_subject
 from selfcrag.prompts import contextualize as prompts
+from selfcrag.prompts.system import version
 from selfcrag.text.sanitize import clean_text
 
 if TYPE_CHECKING:
@@ -33,8 +34,9 @@ class LLMContextualizer:
         # The turns the generator would see, at least the last exchange: the follow-up leans on it.
         turns = history[-2 * max(1, settings.history_turns) :]
         reply = ask(self.models, self.models.grader(settings), StandaloneQuestion,
-                    prompts.contextualize(question, turns), settings, "rewrite")  # fmt: skip
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.CONTEXTUALIZE}
+                    prompts.contextualize(question, turns, settings), settings, "rewrite")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
+                                 "prompt": version(settings, "contextualize")}
         text = clean_text(reply.value.question) if reply.value else ""
         # A model that answers instead of asking writes paragraphs; a question stays near its own length.
         error = reply.error or ("the model returned no question" if not text else

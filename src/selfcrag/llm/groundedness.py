@@ -31,6 +31,7 @@ from selfcrag.offline.groundedness import (
     instruction_flag,
 )
 from selfcrag.prompts import grading as prompts
+from selfcrag.prompts.system import version
 from selfcrag.quality.injection import is_instruction
 from selfcrag.text.rules import rule_flags
 
@@ -111,9 +112,10 @@ class LLMGroundednessChecker:
     def _statements(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
         """The JSON verdicts, statement by statement: the supported share, and the statements called unsupported."""
         schema = statement_check(STATEMENTS_PER_SENTENCE * max(1, sentences))
-        reply = ask(self.models, self.models.grader(settings), schema, prompts.groundedness(answer, strips), settings,
-                    "groundedness")  # fmt: skip
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.GROUNDEDNESS}
+        reply = ask(self.models, self.models.grader(settings), schema, prompts.groundedness(answer, strips, settings),
+                    settings, "groundedness")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
+                                 "prompt": version(settings, "check_hallucination")}
         statements = reply.value.statements if reply.value else []
         if not statements:
             return None, [], usage, reply.error or "the checker returned no statements"
@@ -126,8 +128,10 @@ class LLMGroundednessChecker:
     def _yes_no(self, answer: str, strips: list[Strip], sentences: int, settings: Context) -> Judged:
         """P(yes) for "does the evidence state everything the answer says?"; no statement is named, so only the
         rule checks' sentences are fed back to the next draft."""
-        p_yes, calls, tokens, error = grader_yes_no(self.models, prompts.groundedness_yes_no(answer, strips), settings)
-        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens, "prompt": prompts.GROUNDEDNESS_YES_NO}
+        asked = prompts.groundedness_yes_no(answer, strips, settings)
+        p_yes, calls, tokens, error = grader_yes_no(self.models, asked, settings)
+        usage: dict[str, Any] = {"llm_calls": calls, "tokens": tokens,
+                                 "prompt": version(settings, "check_hallucination_yes_no")}
         if p_yes is None:
             return None, [], usage, error
         return p_yes, [], usage, ""

@@ -24,6 +24,7 @@ from selfcrag.contract import Passage, Refinement, Strip
 from selfcrag.llm.structured import Score, ask
 from selfcrag.offline.refine import MIN_STRIP_SCORE, RELATIVE_FLOOR, STRIP_SIM_WEIGHT
 from selfcrag.prompts import grading as prompts
+from selfcrag.prompts.system import version
 from selfcrag.text import cuts
 from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import approx_tokens
@@ -125,9 +126,10 @@ class LLMRefiner:
             return Refinement(strips=[])
         if settings.refine_with == "scores":
             return Refinement(strips=self.by_scores(question, candidates, settings))
-        reply = ask(self.models, self.models.grader(settings), StripChoice, prompts.refine(question, candidates),
-                    settings, "refine")  # fmt: skip
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.REFINE}
+        reply = ask(self.models, self.models.grader(settings), StripChoice,
+                    prompts.refine(question, candidates, settings), settings, "refine")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
+                                 "prompt": version(settings, "refine")}
         if reply.value is None:
             return Refinement(strips=self.by_scores(question, candidates, settings), **usage,
                               error=f"{reply.error}; kept the strips with the best local scores (fails open)")

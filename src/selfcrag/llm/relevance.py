@@ -21,6 +21,7 @@ from selfcrag.llm.declines import with_probabilities
 from selfcrag.llm.structured import NOT_STREAMED, Score, ask_many, normalised, usage_tokens
 from selfcrag.llm.verifier import REPLY_TOKENS, yes_probability
 from selfcrag.prompts import grading as prompts
+from selfcrag.prompts.system import version
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -106,14 +107,14 @@ class LLMRelevanceGrader:
         if settings.grading == "yes_no":
             return self._grade_yes_no(question, passages, settings, model)
         if settings.grading == "parallel":
-            conversations = [prompts.relevance_single(question, p) for p in passages]
+            conversations = [prompts.relevance_single(question, p, settings) for p in passages]
             replies = ask_many(self.models, model, PassageVerdict, conversations, settings, "relevance")
             verdicts: list[Verdict | None] = [r.value for r in replies]
             errors = [r.error for r in replies]
             calls, tokens = sum(r.calls for r in replies), sum(r.tokens for r in replies)
         else:
             reply = ask_many(self.models, model, keyed_grades(len(passages)), [prompts.relevance_batch(question,
-                             passages)], settings, "relevance", items=len(passages))[0]  # fmt: skip
+                             passages, settings)], settings, "relevance", items=len(passages))[0]  # fmt: skip
             verdicts = _by_key(reply.value, len(passages))
             errors = [reply.error or ("" if v else "no verdict for this passage") for v in verdicts]
             calls, tokens = reply.calls, reply.tokens
@@ -127,14 +128,14 @@ class LLMRelevanceGrader:
             score = relevance_score(verdict.label, verdict.confidence, settings)
             grades.append(Grade(id=passage["id"], label=verdict.label, score=round(score, 4),
                                 reason=f"{verdict.reason or verdict.label} (confidence {verdict.confidence:.2f})"))
-        prompt = prompts.RELEVANCE + (" (parallel)" if settings.grading == "parallel" else " (batch)")
+        prompt = f"{version(settings, 'grade_documents')} ({'parallel' if settings.grading == 'parallel' else 'batch'})"
         return Grading(grades=grades, llm_calls=calls, tokens=tokens, prompt=prompt,
                        error=next((e for e in errors if e), ""))
 
 
     def _grade_yes_no(self, question: str, passages: list[Passage], settings: Context, model: Any) -> Grading:
         asking = with_probabilities(self.models.capped(model, REPLY_TOKENS))
-        conversations = [prompts.relevance_yes_no(question, p) for p in passages]
+        conversations = [prompts.relevance_yes_no(question, p, settings) for p in passages]
         outcomes = call_all(asking, conversations, settings, NOT_STREAMED)
         grades, errors = [], []
         for passage, outcome in zip(passages, outcomes, strict=True):
@@ -152,7 +153,7 @@ class LLMRelevanceGrader:
         tokens = sum(usage_tokens(o.output, sent) for o, sent in zip(outcomes, conversations, strict=True)
                      if o.error is None)  # fmt: skip
         return Grading(grades=grades, llm_calls=sum(o.calls for o in outcomes), tokens=tokens,
-                       prompt=prompts.RELEVANCE_YES_NO, error=next(iter(errors), ""))
+                       prompt=version(settings, "grade_documents_yes_no"), error=next(iter(errors), ""))
 
 
 def _by_key(value: _Keyed | None, n: int) -> list[Verdict | None]:

@@ -13,6 +13,7 @@ from selfcrag.llm.contextualizer import LLMContextualizer
 from selfcrag.llm.structured import ask
 from selfcrag.offline.rewrite import WEB_MAX_WORDS, KeywordRewriter
 from selfcrag.prompts import grading as prompts
+from selfcrag.prompts.system import version
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -39,10 +40,11 @@ class LLMRewriter:
     def rewrite(self, question: str, query: str, evidence: list[Strip], feedback: str, for_web: bool,
                 settings: Context) -> Rewrite:  # fmt: skip
         best = sorted(evidence, key=lambda s: -s["score"])[:EVIDENCE_STRIPS]
-        messages = prompts.rewrite_web(question) if for_web else prompts.rewrite(question, query, best, feedback)
+        messages = (prompts.rewrite_web(question, settings) if for_web else
+                    prompts.rewrite(question, query, best, feedback, settings))  # fmt: skip
         reply = ask(self.models, self.models.grader(settings), SearchQuery, messages, settings, "rewrite")
         usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
-                 "prompt": prompts.REWRITE_WEB if for_web else prompts.REWRITE}  # fmt: skip
+                 "prompt": version(settings, "rewrite_query_web" if for_web else "rewrite_query")}  # fmt: skip
         text = " ".join(reply.value.query.strip().strip("\"'").split()) if reply.value else ""
         if for_web:
             text = " ".join(text.split()[:WEB_MAX_WORDS])

@@ -15,6 +15,7 @@ from selfcrag.language import language_of
 from selfcrag.llm.structured import ask, normalised
 from selfcrag.offline.router import indexed_content, topics
 from selfcrag.prompts import routing as prompts
+from selfcrag.prompts.system import version
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -42,9 +43,10 @@ class LLMRouter:
             return Route("retrieve", f"the knowledge base has: {', '.join(known)}; web search unavailable; "
                                      "no model call needed")  # fmt: skip
         titles = topics(index, language_of(question), TITLES_SHOWN)
-        reply = ask(self.models, self.models.grader(settings), QuestionRoute, prompts.route(question, titles, web),
-                    settings, "route")  # fmt: skip
-        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens, "prompt": prompts.ROUTE}
+        reply = ask(self.models, self.models.grader(settings), QuestionRoute,
+                    prompts.route(question, titles, web, settings), settings, "route")  # fmt: skip
+        usage: dict[str, Any] = {"llm_calls": reply.calls, "tokens": reply.tokens,
+                                 "prompt": version(settings, "route_question")}
         if reply.value is None:
             return Route("retrieve", f"router failed: {reply.error}; retrieving", error=reply.error, **usage)
         chosen, why = reply.value.route, " ".join(reply.value.reason.split())[:100] or "the model's choice"

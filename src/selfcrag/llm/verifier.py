@@ -21,6 +21,7 @@ from selfcrag.llm.declines import first_token_options, with_probabilities
 from selfcrag.llm.models import chat_model, with_max_tokens
 from selfcrag.llm.structured import NOT_STREAMED, text_of, usage_tokens
 from selfcrag.prompts import grading as prompts
+from selfcrag.prompts.system import version
 from selfcrag.text.terms import strip_citations
 
 if TYPE_CHECKING:
@@ -56,15 +57,16 @@ class ModelVerifier:
 
     def verify(self, question: str, answer: str, strips: list[Strip], settings: Context) -> Verification:
         text = strip_citations(answer)
-        messages = prompts.verify(question, text, passages(text, strips))
+        messages = prompts.verify(question, text, passages(text, strips), settings)
         outcome = call(self.model(settings), messages, settings, NOT_STREAMED)
         if outcome.error is not None:
-            return Verification(score=None, llm_calls=outcome.calls, prompt=prompts.VERIFY, error=outcome.reason)
+            return Verification(score=None, llm_calls=outcome.calls, prompt=version(settings, "verify"),
+                                error=outcome.reason)  # fmt: skip
         message = outcome.output
         reply = " ".join(text_of(message).split()[:3])[:40]
         score = yes_probability(message)
         error = "" if score is not None else f"no Yes or No in the verifier's reply ({reply!r})"
-        return Verification(score=score, reply=reply, llm_calls=outcome.calls, prompt=prompts.VERIFY,
+        return Verification(score=score, reply=reply, llm_calls=outcome.calls, prompt=version(settings, "verify"),
                             tokens=usage_tokens(message, messages), error=error)  # fmt: skip
 
 

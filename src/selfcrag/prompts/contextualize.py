@@ -4,20 +4,22 @@ answers are delimited as data, like retrieved text: they quote documents."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Turn
-from selfcrag.prompts.evidence import DATA_NOTICE, block
+from selfcrag.prompts.evidence import block
+from selfcrag.prompts.system import PROMPTS, system_text
 
-CONTEXTUALIZE = "contextualize/1"
+if TYPE_CHECKING:
+    from selfcrag.context import Context
+
+CONTEXTUALIZE = PROMPTS["contextualize"].version
 
 
-def contextualize(question: str, history: list[Turn]) -> list[BaseMessage]:
-    system = f"""You rewrite the last question of a conversation so that it can be understood without the \
-conversation: replace what it refers to ("it", "that", "and for ...", "what about ...") with the words the \
-conversation used for it, and keep everything else it asks. Do not answer it. Write it in the language it was \
-asked in. If it already stands alone, return it unchanged.
-{DATA_NOTICE.format(tag="answer")}"""
+def contextualize(question: str, history: list[Turn], settings: Context) -> list[BaseMessage]:
+    system = system_text(settings, "contextualize")
     shown = []
     for i, turn in enumerate(history, 1):
         if turn["role"] == "user":

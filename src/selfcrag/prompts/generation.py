@@ -1,7 +1,7 @@
-"""The generator's prompt, in layers: system (rules that never change), task (qa / summarize / compare / code),
-focus (local: one point from the best evidence; global: an overview across documents), few-shot examples of
-cited answers, the last chat turns, then the context: delimited evidence, the question, and the statements an
-earlier draft could not support. Task and focus come from the question unless the settings fix them."""
+"""The generator's prompt, in layers: system (the rules: the `generate_prompt` setting), task (qa / summarize /
+compare / code), focus (local: one point from the best evidence; global: an overview across documents), few-shot
+examples of cited answers, the last chat turns, then the context: delimited evidence, the question, and the
+statements an earlier draft could not support. Task and focus come from the question unless the settings fix them."""
 
 from __future__ import annotations
 
@@ -12,21 +12,16 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Strip, Turn
-from selfcrag.prompts.evidence import DATA_NOTICE, compress, doc_labels, evidence_blocks
+from selfcrag.prompts.evidence import compress, doc_labels, evidence_blocks
+from selfcrag.prompts.system import PROMPTS, system_text, version
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
 
 # Version 2: the local focus no longer says "answer it from the most relevant evidence", which a 0.5B model
-# continued as "The most relevant evidence is: <evidence ...>" instead of answering.
-VERSION = "generate/2"
-
-SYSTEM = f"""You answer questions using only the evidence given with each question.
-- End every sentence that states a fact with its source label, e.g. [doc_1] or [doc_1][doc_2]. Cite only labels \
-shown in the evidence.
-- No outside knowledge and no guesses. {DATA_NOTICE.format(tag="evidence")}
-- If the evidence does not answer the question at all, reply exactly: INSUFFICIENT: <what information is missing>
-- If it answers only part, answer that part, then end with one line: Missing: <what the evidence does not say>"""
+# continued as "The most relevant evidence is: <evidence ...>" instead of answering. The system text is the
+# `generate_prompt` setting (prompts/system.py); the task and focus lines follow it.
+VERSION = PROMPTS["generate"].version
 
 TASKS = {
     "qa": "Task: answer the question directly, in one to three sentences.",
@@ -99,7 +94,8 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
     # in the answer and in the check; a document cut by the budget leaves its number unused.
     in_budget = {strip["doc_id"] for strip in kept}
     labels = {doc_id: label for doc_id, label in doc_labels(strips).items() if doc_id in in_budget}
-    messages: list[BaseMessage] = [SystemMessage("\n\n".join([SYSTEM, TASKS[task], FOCUS[mode]]))]
+    system = system_text(settings, "generate")
+    messages: list[BaseMessage] = [SystemMessage("\n\n".join([system, TASKS[task], FOCUS[mode]]))]
     if settings.few_shot:
         for shown, answer in FEW_SHOT:
             messages += [HumanMessage(shown), AIMessage(answer)]
@@ -111,4 +107,4 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
                     "repeat them:\n" + "\n".join(f"- {statement}" for statement in avoid))  # fmt: skip
     messages.append(HumanMessage(context))
     role = "short_answer" if (task, mode) == ("qa", "local") else "answer"
-    return GenerationPrompt(messages, labels, kept, f"{VERSION} ({task}, {mode})", role)
+    return GenerationPrompt(messages, labels, kept, f"{version(settings, 'generate')} ({task}, {mode})", role)
