@@ -64,6 +64,15 @@ class StoreSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, *args: Any, **kwargs: Any) -> None:
         self.sync.delete_thread(*args, **kwargs)
 
+    def delete_for_runs(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.delete_for_runs(*args, **kwargs)
+
+    def copy_thread(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.copy_thread(*args, **kwargs)
+
+    def prune(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.prune(*args, **kwargs)
+
     def get_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
         return self.sync.get_delta_channel_history(*args, **kwargs)
 
@@ -86,6 +95,15 @@ class StoreSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, *args: Any, **kwargs: Any) -> None:
         await (await async_saver(self.db)).adelete_thread(*args, **kwargs)
+
+    async def adelete_for_runs(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).adelete_for_runs(*args, **kwargs)
+
+    async def acopy_thread(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).acopy_thread(*args, **kwargs)
+
+    async def aprune(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).aprune(*args, **kwargs)
 
     async def aget_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
         return await (await async_saver(self.db)).aget_delta_channel_history(*args, **kwargs)
