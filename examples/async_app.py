@@ -31,15 +31,17 @@ import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Path
 from pydantic import BaseModel, Field
 
 from selfcrag import aask
 from selfcrag.errors import ReviewError, SelfcragError, StoreError, ThreadBusyError
 from selfcrag.store import monitor, reviews, runs
 from selfcrag.threads import aresolve_review, config, persistent
+
+ThreadId = Annotated[str, Path(min_length=1, max_length=200)]  # a client's, so bounded like every other input
 
 
 class Question(BaseModel):
@@ -67,11 +69,11 @@ def create_app(graph: Any = None) -> FastAPI:
         return await answer(question, None)
 
     @app.post("/threads/{thread_id}/ask")
-    async def ask_on(thread_id: str, question: Question) -> dict[str, Any]:
+    async def ask_on(thread_id: ThreadId, question: Question) -> dict[str, Any]:
         return await answer(question, thread_id)
 
     @app.get("/threads/{thread_id}")
-    async def thread(thread_id: str) -> dict[str, Any]:
+    async def thread(thread_id: ThreadId) -> dict[str, Any]:
         with _one_line():
             state = await (await asyncio.to_thread(persistent, graph)).aget_state(config(thread_id))
         return {"thread_id": thread_id, "messages": [{"type": m.type, "content": m.content}
@@ -83,12 +85,12 @@ def create_app(graph: Any = None) -> FastAPI:
             return await asyncio.to_thread(reviews.pending)
 
     @app.get("/reviews/{review_id}")
-    async def review(review_id: str) -> dict[str, Any]:
+    async def review(review_id: ThreadId) -> dict[str, Any]:
         with _one_line():
             return await asyncio.to_thread(reviews.get, review_id)
 
     @app.post("/reviews/{review_id}/{action}")
-    async def decide(review_id: str, action: str, decision: Decision) -> dict[str, Any]:
+    async def decide(review_id: ThreadId, action: str, decision: Decision) -> dict[str, Any]:
         with _one_line():
             result = await aresolve_review(review_id, action, answer=decision.answer, note=decision.note, graph=graph)
         return _public(result)

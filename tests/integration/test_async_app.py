@@ -89,6 +89,7 @@ def test_the_app_runs_threads_reviews_and_records_over_http(served):
         long = client.post("/threads/support-42/ask", json={"question": "x" * 5000})
         assert long.status_code == 422 and "at most 4,000 are accepted" in long.json()["detail"]
         assert "\n" not in long.json()["detail"]
+        assert client.post(f"/threads/{'t' * 300}/ask", json={"question": RETURNS}).status_code == 422
 
         summary = client.get("/monitor", params={"since": "1h"}).json()
         # Three runs: the refused question never ran; the reviewed one is recorded with the reviewer's decision.
