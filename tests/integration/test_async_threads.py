@@ -145,7 +145,10 @@ def stopped_aask(tmp_path, node: str, question: str, thread: str) -> subprocess.
 
 
 def test_a_turn_killed_mid_run_under_aask_is_answered_as_itself_by_the_next(store_url, tmp_path):
-    assert kill(stopped_aask(tmp_path, "grade_documents", GIFT, "crash-1")).returncode == -signal.SIGKILL
+    proc = stopped_aask(tmp_path, "grade_documents", GIFT, "crash-1")
+    # The checkpoint before the node is written in the background: killed once it is, the turn stops inside it.
+    eventually(lambda: persistent().get_state(config("crash-1")).next == ("grade_documents",), "the checkpoint")
+    assert kill(proc).returncode == -signal.SIGKILL
     assert persistent().get_state(config("crash-1")).next == ("grade_documents",)
     eventually(lambda: leases.current("crash-1") is None, "the killed holder's lease running out")
 
