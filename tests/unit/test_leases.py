@@ -112,3 +112,23 @@ async def test_aheld_is_refused_in_one_line_and_freed_when_cancelled(monkeypatch
     with pytest.raises(asyncio.CancelledError):
         await task
     assert leases.current("u") is None
+
+
+async def test_aheld_cancelled_while_its_take_runs_gives_the_lease_back(monkeypatch):
+    import asyncio
+    import time
+
+    take = leases._try_take
+
+    def slow_take(*args):  # noqa: ANN002, ANN202 - a statement that takes a while (a busy database)
+        time.sleep(0.5)
+        return take(*args)
+
+    monkeypatch.setattr(leases, "_try_take", slow_take)
+    task = asyncio.create_task(leases.aheld("t").__aenter__())
+    await asyncio.sleep(0.1)
+    task.cancel()  # while the statement runs in its worker thread, which goes on and takes the lease
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.8)  # the statement has ended by now, whichever way
+    assert leases.current("t") is None

@@ -102,7 +102,7 @@ async def aheld(thread_id: str, purpose: str = "turn") -> AsyncIterator[str]:
     lease, wait = lease_seconds(), wait_seconds()
     holder = holder_name()
     deadline = time.monotonic() + wait
-    while not await asyncio.to_thread(_try_take, thread_id, holder, purpose, lease):
+    while not await _atake(thread_id, holder, purpose, lease):
         await asyncio.sleep(await asyncio.to_thread(_pause, thread_id, wait, deadline))
     renewer = _Renewer(thread_id, holder, lease)
     try:
@@ -114,6 +114,18 @@ async def aheld(thread_id: str, purpose: str = "turn") -> AsyncIterator[str]:
 
 def _try_take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
     return current(thread_id) is None and _take(thread_id, holder, purpose, lease)
+
+
+async def _atake(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
+    """One try at the lease from async code. A task cancelled while the statement runs (in its worker thread,
+    which runs on) gives back a lease the statement took: else the thread stays held until the lease runs out."""
+    taking = asyncio.ensure_future(asyncio.to_thread(_try_take, thread_id, holder, purpose, lease))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        if await taking:
+            await asyncio.to_thread(_free, thread_id, holder, lease)
+        raise
 
 
 def _pause(thread_id: str, wait: float, deadline: float) -> float:
@@ -143,6 +155,10 @@ class _Renewer:
 
 def _release(renewer: _Renewer, thread_id: str, holder: str, lease: float) -> None:
     renewer.stop()
+    _free(thread_id, holder, lease)
+
+
+def _free(thread_id: str, holder: str, lease: float) -> None:
     try:
         database().execute(FREE, (thread_id, holder))
     except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
