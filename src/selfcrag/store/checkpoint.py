@@ -119,6 +119,7 @@ def _sqlite_saver(db: Database) -> BaseCheckpointSaver[str]:
     saver.setup()
     return saver
 
+
 def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
