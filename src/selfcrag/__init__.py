@@ -2,6 +2,7 @@
 
     from selfcrag import graph, ask
     ask("How many days do I have to return an item?")["answer"]
+    await aask("How many days do I have to return an item?")  # the same, in async code
 
 Importing is cheap: the embedding model and the index load on the first run.
 """
@@ -48,8 +49,8 @@ from selfcrag.knowledge.ingestion import ingest
 from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
 from selfcrag.knowledge.langchain_store import KnowledgeBaseVectorStore
 
-__all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings", "__version__", "ask", "build_graph",
-           "graph", "ingest", "load_index", "model_components", "offline_components",
+__all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings", "__version__", "aask", "ask",
+           "build_graph", "graph", "ingest", "load_index", "model_components", "offline_components",
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
            "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "ComponentError", "DamagedFile",
            "EmbeddingModelError",
@@ -90,5 +91,31 @@ def ask(
     except StoreError:
         if thread_id is not None:
             raise
-        logging.getLogger("selfcrag.store").warning("store unavailable: this run is not kept", exc_info=True)
+        _unkept()
         return dict((compiled_graph or graph).invoke({"question": question}, context=context))
+
+
+async def aask(
+    question: str,
+    context: Context | dict[str, Any] | None = None,
+    compiled_graph: Any = None,
+    *,
+    thread_id: str | None = None,
+) -> dict[str, Any]:
+    """`ask` for async code (FastAPI and other asyncio apps): the same arguments, output and thread, run with
+    `ainvoke` on the store's async checkpointer, so the event loop serves other requests meanwhile. Turns on one
+    thread still run one at a time, whichever process or coroutine asks; threads on other ids run concurrently."""
+    from selfcrag.errors import StoreError
+    from selfcrag.threads import aask_in_thread  # imported here for the reason `ask` gives
+
+    try:
+        return await aask_in_thread(question, thread_id, context=context, compiled_graph=compiled_graph)
+    except StoreError:
+        if thread_id is not None:
+            raise
+        _unkept()
+        return dict(await (compiled_graph or graph).ainvoke({"question": question}, context=context))
+
+
+def _unkept() -> None:
+    logging.getLogger("selfcrag.store").warning("store unavailable: this run is not kept", exc_info=True)

@@ -5,14 +5,19 @@ A turn on a named thread holds the thread's lease (leases.py), so turns on one t
 process asks. Before its question runs, a turn settles what the last one left: a turn a crash cut short (pending
 tasks, no review) is resumed as itself, once — its answer recorded as that turn's — and a turn that fails, is
 stopped (Ctrl-C, SIGTERM) or crashes again while resumed is closed with a note as its answer. Either way the new
-question is answered as itself, never as the unfinished one."""
+question is answered as itself, never as the unfinished one.
+
+Each step has an async twin (`aask_in_thread`, `aturn`, `arecover`, `aclose`, `aresolve_review`) for async apps:
+the same decisions, made by the same helpers, with the graph awaited (`ainvoke`, `aget_state`: the store's async
+checkpointer) and the store's short statements (lease, review queue) in worker threads, off the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -34,6 +39,9 @@ LOG = logging.getLogger("selfcrag.store")
 # The answer a closed turn keeps in the thread, in its question's language; {} is why it did not finish.
 NOT_ANSWERED = {"en": "This question was not answered: its run did not finish ({}). Ask it again for an answer.",
                 "zh": "这个问题没有得到回答：回答它的运行没有完成（{}）。请重新提问。"}  # fmt: skip
+AGAIN = "it stopped again when resumed"
+# What stops a turn rather than fails it: Ctrl-C, SIGTERM (SystemExit) and, in async code, a cancelled task.
+STOPS = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
 
 
 def new_thread_id() -> str:
@@ -59,6 +67,10 @@ def paused(graph: Any, thread_id: str) -> list[Any]:
     return list(graph.get_state(config(thread_id)).interrupts)
 
 
+async def apaused(graph: Any, thread_id: str) -> list[Any]:
+    return list((await graph.aget_state(config(thread_id))).interrupts)
+
+
 def unfinished(state: Any) -> bool:
     """A run a crash left: its last checkpoint still has tasks, and none awaits a person. Tasks, not `next`:
     `next` leaves out tasks whose writes were saved, and a kill between a node's saved writes and the checkpoint
@@ -67,8 +79,12 @@ def unfinished(state: Any) -> bool:
 
 
 def check_idle(graph: Any, thread_id: str) -> None:
+    _refuse_if_paused(thread_id, paused(graph, thread_id))
+
+
+def _refuse_if_paused(thread_id: str, interrupts: list[Any]) -> None:
     """Refuse a new question on a thread paused for review (it would drop the review), with the way out."""
-    if paused(graph, thread_id):
+    if interrupts:
         raise ThreadBusyError(f"thread {thread_id} has an answer awaiting review: `selfcrag review show {thread_id}`, "
                               "then approve, edit or reject it before asking on this thread again")
 
@@ -82,9 +98,21 @@ def turn_input(question: str) -> dict[str, Any]:
 def finish(graph: Any, thread_id: str, result: dict[str, Any]) -> dict[str, Any]:
     """The run's output with `thread_id` and `turn` (1 for the thread's first question); a paused run is queued
     for review and gets `review: {"id", "status": "pending"}`."""
+    return _queued(thread_id, _output(thread_id, result), paused(graph, thread_id))
+
+
+async def afinish(graph: Any, thread_id: str, result: dict[str, Any]) -> dict[str, Any]:
+    interrupts = await apaused(graph, thread_id)
+    return await asyncio.to_thread(_queued, thread_id, _output(thread_id, result), interrupts)
+
+
+def _output(thread_id: str, result: dict[str, Any]) -> dict[str, Any]:
     output = {k: v for k, v in result.items() if k in OUTPUT}  # a streamed run's last values hold working keys
-    output |= {"thread_id": thread_id, "turn": sum(_is_user(m) for m in output.get("messages") or [])}
-    if interrupts := paused(graph, thread_id):
+    return output | {"thread_id": thread_id, "turn": sum(_is_user(m) for m in output.get("messages") or [])}
+
+
+def _queued(thread_id: str, output: dict[str, Any], interrupts: list[Any]) -> dict[str, Any]:
+    if interrupts:
         reviews.enqueue(thread_id, interrupts[0].value)
         output["review"] = {"id": thread_id, "status": "pending"}
     return output
@@ -102,23 +130,37 @@ def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> 
         try:
             yield extra
         except BaseException as exc:
-            stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
-            reason = "it was stopped" if stopped else f"it failed: {_first_line(exc)}"
-            _close_quietly(graph, thread_id, reason)
+            _close_quietly(graph, thread_id, _why_unfinished(exc))
             raise
+
+
+@asynccontextmanager
+async def aturn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> AsyncIterator[dict[str, Any]]:
+    """`turn` for async code: a cancelled task is a stopped turn."""
+    async with nullcontext() if new else leases.aheld(thread_id):
+        extra = {} if new else await arecover(graph, thread_id, context)
+        _refuse_if_paused(thread_id, await apaused(graph, thread_id))
+        try:
+            yield extra
+        except BaseException as exc:
+            await _aclose_quietly(graph, thread_id, _why_unfinished(exc))
+            raise
+
+
+def _why_unfinished(exc: BaseException) -> str:
+    return "it was stopped" if isinstance(exc, STOPS) else f"it failed: {_first_line(exc)}"
 
 
 def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
     """Settle the thread's last turn when a crash left it unfinished (tasks pending, no review awaited): resume it
     as itself, once; if that fails, or it was resumed before and crashed again, close it with a note. Returns
     `{"recovered": {...}}` for the output of the turn that found it, or {} when the last turn had finished."""
-    state = graph.get_state(config(thread_id))
-    if not unfinished(state):
+    found = _cut_short(graph.get_state(config(thread_id)))
+    if found is None:
         return {}
-    asked, turn_id = _last_question(state.values)
-    number = sum(_is_user(m) for m in state.values.get("messages") or [])
+    asked, turn_id, number = found
     if leases.resumed(thread_id) == turn_id:
-        outcome, answer = "closed", close(graph, thread_id, "it stopped again when resumed")
+        outcome, answer = "closed", close(graph, thread_id, AGAIN)
     else:
         leases.mark_resumed(thread_id, turn_id)
         try:
@@ -126,6 +168,36 @@ def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
             outcome, answer = "answered", str(result.get("answer", ""))
         except Exception as exc:  # noqa: BLE001 - the unfinished turn fails again: closed, and the new one runs
             outcome, answer = "closed", close(graph, thread_id, f"it failed when resumed: {_first_line(exc)}")
+    return _recovered(thread_id, number, asked, outcome, answer)
+
+
+async def arecover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
+    found = _cut_short(await graph.aget_state(config(thread_id)))
+    if found is None:
+        return {}
+    asked, turn_id, number = found
+    if await asyncio.to_thread(leases.resumed, thread_id) == turn_id:
+        outcome, answer = "closed", await aclose(graph, thread_id, AGAIN)
+    else:
+        await asyncio.to_thread(leases.mark_resumed, thread_id, turn_id)
+        try:
+            result = await afinish(graph, thread_id, dict(await graph.ainvoke(None, config(thread_id),
+                                                                              context=context)))  # fmt: skip
+            outcome, answer = "answered", str(result.get("answer", ""))
+        except Exception as exc:  # noqa: BLE001 - as in recover
+            outcome, answer = "closed", await aclose(graph, thread_id, f"it failed when resumed: {_first_line(exc)}")
+    return _recovered(thread_id, number, asked, outcome, answer)
+
+
+def _cut_short(state: Any) -> tuple[str, str, int] | None:
+    """(question, its message id, turn number) of the turn a crash left unfinished; None when none was."""
+    if not unfinished(state):
+        return None
+    asked, turn_id = _last_question(state.values)
+    return asked, turn_id, sum(_is_user(m) for m in state.values.get("messages") or [])
+
+
+def _recovered(thread_id: str, number: int, asked: str, outcome: str, answer: str) -> dict[str, Any]:
     LOG.warning("thread %s: turn %d (%r) was cut short by a crash; %s before this question", thread_id, number,
                 asked[:80], "answered it as itself" if outcome == "answered" else "closed it with a note")
     return {"recovered": {"turn": number, "question": asked, "answer": answer, "outcome": outcome}}
@@ -136,25 +208,56 @@ def close(graph: Any, thread_id: str, why: str) -> str:
     not answered (and why) becomes its answer, so the history keeps question and answer paired. Returns the note;
     "" when there was nothing to close (finished, or awaiting review: the queue holds that one)."""
     cfg = config(thread_id)
-    state = graph.get_state(cfg)
-    if not unfinished(state):
+    closing = _closing(graph.get_state(cfg), why)
+    if closing is None:
         return ""
+    values, note = closing
+    # Written as `prepare` (a node without a route, which update_state could not take), then every task pending —
+    # the unfinished run's and the one after prepare — dropped: LangGraph's update with no values as END.
+    graph.update_state(cfg, values, as_node="prepare")
+    graph.update_state(cfg, None, as_node=END)
+    return note
+
+
+async def aclose(graph: Any, thread_id: str, why: str) -> str:
+    cfg = config(thread_id)
+    closing = _closing(await graph.aget_state(cfg), why)
+    if closing is None:
+        return ""
+    values, note = closing
+    await graph.aupdate_state(cfg, values, as_node="prepare")  # as in close
+    await graph.aupdate_state(cfg, None, as_node=END)
+    return note
+
+
+def _closing(state: Any, why: str) -> tuple[dict[str, Any], str] | None:
+    """The values that close the unfinished turn in `state` with its note, and the note; None if none is."""
+    if not unfinished(state):
+        return None
     asked, _ = _last_question(state.values)
     note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)
     ending = {"answer": note, "citations": [], "decision": "abstain", "confidence": 0.0, "missing": why}
-    # Written as `prepare` (a node without a route, which update_state could not take), then every task pending —
-    # the unfinished run's and the one after prepare — dropped: LangGraph's update with no values as END.
-    graph.update_state(cfg, close_run(state.values, ending), as_node="prepare")
-    graph.update_state(cfg, None, as_node=END)
-    return note
+    return close_run(state.values, ending), note
 
 
 def _close_quietly(graph: Any, thread_id: str, why: str) -> None:
     try:
         close(graph, thread_id, why)
     except Exception as exc:  # noqa: BLE001 - the turn's own error is what the caller reports; the next turn retries
-        LOG.info("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
-                 _first_line(exc))  # fmt: skip
+        _not_closed(thread_id, exc)
+
+
+async def _aclose_quietly(graph: Any, thread_id: str, why: str) -> None:
+    try:
+        # Shielded: a task cancelled again while its turn is closed still closes it.
+        await asyncio.shield(aclose(graph, thread_id, why))
+    except Exception as exc:  # noqa: BLE001 - as in _close_quietly
+        _not_closed(thread_id, exc)
+
+
+def _not_closed(thread_id: str, exc: Exception) -> None:
+    LOG.info("thread %s: the unfinished turn was not closed (the next turn settles it): %s", thread_id,
+             _first_line(exc))  # fmt: skip
 
 
 def ask_in_thread(question: str, thread_id: str | None = None, context: Any = None, compiled_graph: Any = None,
@@ -166,6 +269,17 @@ def ask_in_thread(question: str, thread_id: str | None = None, context: Any = No
     with turn(graph, thread_id, context, new=new) as extra:
         result = graph.invoke(turn_input(question), config(thread_id), context=context)
         return finish(graph, thread_id, dict(result)) | extra
+
+
+async def aask_in_thread(question: str, thread_id: str | None = None, context: Any = None, compiled_graph: Any = None,
+                         settings: Any = None) -> dict[str, Any]:  # fmt: skip
+    """`ask_in_thread` for async code."""
+    graph = await asyncio.to_thread(persistent, compiled_graph, settings)  # the first one opens the database
+    new = thread_id is None
+    thread_id = thread_id or new_thread_id()
+    async with aturn(graph, thread_id, context, new=new) as extra:
+        result = await graph.ainvoke(turn_input(question), config(thread_id), context=context)
+        return await afinish(graph, thread_id, dict(result)) | extra
 
 
 def _last_question(values: dict[str, Any]) -> tuple[str, str]:
@@ -189,21 +303,47 @@ def _is_user(message: Any) -> bool:
 def resolve_review(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
     """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
     the thread's final output (the reviewed answer)."""
+    _check_decision(review_id, action, answer)
+    graph = persistent(graph)
+    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
+        _check_open(review_id, paused(graph, review_id))
+        resume: Command[Any] = Command(resume=_reply(action, answer, note))
+        result = finish(graph, review_id, dict(graph.invoke(resume, config(review_id))))
+        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
+    return result
+
+
+async def aresolve_review(review_id: str, action: str, answer: str = "", note: str = "",
+                          graph: Any = None) -> dict[str, Any]:  # fmt: skip
+    """`resolve_review` for async code."""
+    await asyncio.to_thread(_check_decision, review_id, action, answer)
+    graph = await asyncio.to_thread(persistent, graph)
+    async with leases.aheld(review_id, purpose="review"):
+        await asyncio.to_thread(_check_open, review_id, await apaused(graph, review_id))
+        resume: Command[Any] = Command(resume=_reply(action, answer, note))
+        result = await afinish(graph, review_id, dict(await graph.ainvoke(resume, config(review_id))))
+        await asyncio.to_thread(reviews.set_status, review_id, reviews.DONE[action], result.get("answer", ""), note)
+    return result
+
+
+def _check_decision(review_id: str, action: str, answer: str) -> None:
     if action not in reviews.ACTIONS:
         raise ReviewError(f"action must be one of {', '.join(reviews.ACTIONS)}, got {action!r}")
     if action == "edit" and not answer.strip():
         raise ReviewError("edit needs the reviewed answer: --answer TEXT")
     reviews.get(review_id)  # raises for an unknown id
-    graph = persistent(graph)
-    with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
-        status = reviews.get(review_id)["status"]
-        if status not in reviews.OPEN:
-            raise ReviewError(f"review {review_id} is {status}, not pending")
-        if not paused(graph, review_id):
-            reviews.set_status(review_id, "stale", note="the thread is no longer paused")
-            raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
-        reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
-        reply |= {"note": note} if note else {}
-        result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
-        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
-    return result
+
+
+def _check_open(review_id: str, interrupts: list[Any]) -> None:
+    """Under the claim: the review is still undecided and its thread still paused (else it is marked stale)."""
+    status = reviews.get(review_id)["status"]
+    if status not in reviews.OPEN:
+        raise ReviewError(f"review {review_id} is {status}, not pending")
+    if not interrupts:
+        reviews.set_status(review_id, "stale", note="the thread is no longer paused")
+        raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
+
+
+def _reply(action: str, answer: str, note: str) -> dict[str, str]:
+    reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
+    return reply | ({"note": note} if note else {})

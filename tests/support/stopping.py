@@ -1,8 +1,11 @@
 """The real `selfcrag` command, stopped inside one node, for tests that kill a process at a chosen point of a run:
 
     python -m support.stopping NODE MARKER selfcrag-arguments...
+    python -m support.stopping NODE MARKER aask QUESTION THREAD
+    python -m support.stopping NODE MARKER areview REVIEW ACTION
 
-runs `selfcrag.cli.main(arguments)` in this process with node NODE replaced, as graphs are built, by one that
+runs `selfcrag.cli.main(arguments)` (or, the async path, `await aask(QUESTION, thread_id=THREAD)` or
+`await aresolve_review(REVIEW, ACTION)`) in this process with node NODE replaced, as graphs are built, by one that
 writes its process id to the file MARKER and then waits until the process is killed, or until a signal handler
 unwinds it (SIGTERM). Everything else is the shipped code: the store, the checkpointer, the CLI."""
 
@@ -44,6 +47,18 @@ def stop_in(node: str, marker: Path) -> None:
 if __name__ == "__main__":
     node, marker, *arguments = sys.argv[1:]
     stop_in(node, Path(marker))
+    if arguments[0] in ("aask", "areview"):  # the async path: the same turn, or decision, in an event loop
+        import asyncio
+        import json
+
+        from selfcrag import aask
+        from selfcrag.threads import aresolve_review
+
+        first, second = arguments[1:3]
+        step = aask(first, thread_id=second) if arguments[0] == "aask" else aresolve_review(first, second)
+        result = asyncio.run(step)
+        print(json.dumps({k: v for k, v in result.items() if k != "messages"}, default=str))
+        sys.exit(0)
     from selfcrag.cli import main
 
     sys.exit(main(arguments))

@@ -60,3 +60,75 @@ def test_bad_settings_are_one_line(monkeypatch, name, value):
     with pytest.raises(ValueError, match=name) as bad, leases.held("t"):
         pass
     assert "\n" not in str(bad.value)
+
+
+async def test_aheld_is_the_same_lease_and_waits_without_blocking_the_loop(monkeypatch):
+    import asyncio
+
+    monkeypatch.setenv("SELFCRAG_TURN_WAIT", "30")
+    ticks = 0
+
+    async def ticking() -> None:  # runs only while the loop is free
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    clock = asyncio.create_task(ticking())
+    async with leases.aheld("t") as first:
+        assert leases.current("t")["holder"] == first
+        waiting = leases.aheld("t")
+        second = asyncio.create_task(waiting.__aenter__())
+        await asyncio.sleep(0.5)
+        assert not second.done() and ticks >= 5  # the waiter polls; the loop goes on
+    holder = await asyncio.wait_for(second, 10)
+    assert leases.current("t")["holder"] == holder != first
+    monkeypatch.setenv("SELFCRAG_TURN_WAIT", "0")
+    with pytest.raises(leases.ThreadBusyError), leases.held("t"):  # a sync turn sees the async holder: one lease
+        pass
+    await waiting.__aexit__(None, None, None)
+    assert leases.current("t") is None
+    clock.cancel()
+
+
+async def test_aheld_is_refused_in_one_line_and_freed_when_cancelled(monkeypatch):
+    import asyncio
+
+    monkeypatch.setenv("SELFCRAG_TURN_WAIT", "0")
+    assert leases._take("t", "host:42:abc", "turn", 30)
+    with pytest.raises(leases.ThreadBusyError, match=r"^thread t is busy: another turn holds it \(host:42:abc\)"):
+        async with leases.aheld("t"):
+            pass
+    entered = asyncio.Event()
+
+    async def holding() -> None:
+        async with leases.aheld("u"):
+            entered.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(holding())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert leases.current("u") is None
+
+
+async def test_aheld_cancelled_while_its_take_runs_gives_the_lease_back(monkeypatch):
+    import asyncio
+    import time
+
+    take = leases._try_take
+
+    def slow_take(*args):  # noqa: ANN002, ANN202 - a statement that takes a while (a busy database)
+        time.sleep(0.5)
+        return take(*args)
+
+    monkeypatch.setattr(leases, "_try_take", slow_take)
+    task = asyncio.create_task(leases.aheld("t").__aenter__())
+    await asyncio.sleep(0.1)
+    task.cancel()  # while the statement runs in its worker thread, which goes on and takes the lease
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.8)  # the statement has ended by now, whichever way
+    assert leases.current("t") is None

@@ -1,16 +1,27 @@
-"""LangGraph's checkpointer on the store's database: `SqliteSaver` on the home's SQLite file, or `PostgresSaver`
-sharing the store's connection pool. Threads and paused reviews live there, so they survive the process."""
+"""LangGraph's checkpointer on the store's database, for sync and async runs alike: `SqliteSaver` on the home's
+SQLite file, or `PostgresSaver` sharing the store's connection pool, and for `ainvoke`/`astream` their async twins,
+`AsyncSqliteSaver` (aiosqlite) and `AsyncPostgresSaver` (an async pool), on the same tables. Threads and paused
+reviews live there, so they survive the process, and a thread begun by `ask()` continues under `aask()`.
+
+An async saver belongs to one event loop (its connection, locks and pool do), so each loop that runs a graph gets
+its own, opened on first use and closed when the loop shuts down (`asyncio.run`, uvicorn and pytest all do)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from selfcrag.errors import StoreError
 from selfcrag.home import describe, sqlite_path
-from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, database
+from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, POOL_SIZE, POOL_WAIT_SECONDS, Database, database
+
+Closer = Callable[[], Awaitable[Any]]
 
 
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
@@ -19,13 +30,83 @@ def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
     with LOCK:
         if db.saver is None:
             try:
-                db.saver = _postgres_saver(db) if db.postgres else _sqlite_saver(db)
+                db.saver = StoreSaver(db, _postgres_saver(db) if db.postgres else _sqlite_saver(db))
             except StoreError:
                 raise
             except Exception as exc:
                 raise StoreError(f"cannot set up threads in {describe(db.url)}: {str(exc).splitlines()[0]}") from None
     saver: BaseCheckpointSaver[str] = db.saver
     return saver
+
+
+class StoreSaver(BaseCheckpointSaver[str]):
+    """The store's checkpointer with both faces: each sync method is the sync saver's, each async one the async
+    saver's of the running event loop. Both savers read and write the same tables in the same format (one package
+    wrote them), so a graph may be invoked and ainvoked on one thread, from any mix of processes."""
+
+    def __init__(self, db: Database, sync: BaseCheckpointSaver[str]) -> None:
+        super().__init__(serde=sync.serde)
+        self.db, self.sync = db, sync
+
+    # Sync: the sync saver.
+    def get_tuple(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.get_tuple(*args, **kwargs)
+
+    def list(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        return self.sync.list(*args, **kwargs)
+
+    def put(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.put(*args, **kwargs)
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.put_writes(*args, **kwargs)
+
+    def delete_thread(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.delete_thread(*args, **kwargs)
+
+    def delete_for_runs(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.delete_for_runs(*args, **kwargs)
+
+    def copy_thread(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.copy_thread(*args, **kwargs)
+
+    def prune(self, *args: Any, **kwargs: Any) -> None:
+        self.sync.prune(*args, **kwargs)
+
+    def get_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.get_delta_channel_history(*args, **kwargs)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return self.sync.get_next_version(current, channel)
+
+    # Async: the running loop's async saver.
+    async def aget_tuple(self, *args: Any, **kwargs: Any) -> Any:
+        return await (await async_saver(self.db)).aget_tuple(*args, **kwargs)
+
+    async def alist(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in (await async_saver(self.db)).alist(*args, **kwargs):
+            yield item
+
+    async def aput(self, *args: Any, **kwargs: Any) -> Any:
+        return await (await async_saver(self.db)).aput(*args, **kwargs)
+
+    async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).aput_writes(*args, **kwargs)
+
+    async def adelete_thread(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).adelete_thread(*args, **kwargs)
+
+    async def adelete_for_runs(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).adelete_for_runs(*args, **kwargs)
+
+    async def acopy_thread(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).acopy_thread(*args, **kwargs)
+
+    async def aprune(self, *args: Any, **kwargs: Any) -> None:
+        await (await async_saver(self.db)).aprune(*args, **kwargs)
+
+    async def aget_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
+        return await (await async_saver(self.db)).aget_delta_channel_history(*args, **kwargs)
 
 
 def _sqlite_saver(db: Database) -> BaseCheckpointSaver[str]:
@@ -58,3 +139,69 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(7261002)")
     return saver
+
+
+async def async_saver(db: Database) -> BaseCheckpointSaver[str]:
+    """The running loop's async saver on `db`, opened once per loop; the sync saver set up the tables before."""
+    loop = asyncio.get_running_loop()
+    with LOCK:
+        opening = db.async_savers.get(loop)
+        if opening is None:
+            opening = db.async_savers[loop] = loop.create_task(_open_async(db, loop))
+    # Shielded: a caller cancelled while it waits must not cancel the opening every other caller awaits.
+    saver: BaseCheckpointSaver[str] = (await asyncio.shield(opening))[0]
+    return saver
+
+
+async def _open_async(db: Database, loop: asyncio.AbstractEventLoop) -> tuple[BaseCheckpointSaver[str], Any]:
+    try:
+        saver, close = await (_async_postgres_saver(db) if db.postgres else _async_sqlite_saver(db))
+    except BaseException as exc:
+        with LOCK:
+            db.async_savers.pop(loop, None)  # the next call tries again
+        if isinstance(exc, StoreError) or not isinstance(exc, Exception):
+            raise
+        raise StoreError(f"cannot set up threads in {describe(db.url)}: {str(exc).splitlines()[0]}") from None
+    lifetime = _until_loop_ends(db, loop, close)
+    await anext(lifetime)  # started on this loop, so the loop's shutdown_asyncgens() finishes it
+    return saver, lifetime  # the task holds the generator: collected early, it would close the saver with it
+
+
+async def _until_loop_ends(db: Database, loop: asyncio.AbstractEventLoop, close: Closer) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        with LOCK:
+            db.async_savers.pop(loop, None)
+        with contextlib.suppress(Exception):  # the loop is ending: what was written is committed already
+            await close()
+
+
+async def _async_sqlite_saver(db: Database) -> tuple[BaseCheckpointSaver[str], Closer]:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = aiosqlite.connect(sqlite_path(db.url), timeout=BUSY_SECONDS)
+    # A daemon worker: a loop closed without shutting down (no asyncio.run) must not keep the process alive.
+    conn._thread.daemon = True
+    await conn
+    await conn.execute("PRAGMA synchronous=NORMAL")
+    return AsyncSqliteSaver(conn), conn.close
+
+
+async def _async_postgres_saver(db: Database) -> tuple[BaseCheckpointSaver[str], Closer]:
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:
+        raise StoreError(NEEDS_EXTRA) from None
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        db.url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})  # fmt: skip
+    try:
+        await pool.open(wait=True, timeout=15)
+    except Exception:
+        await pool.close()
+        raise
+    return AsyncPostgresSaver(pool), pool.close  # the tables: migrated by the sync saver, made first

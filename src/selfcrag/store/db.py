@@ -72,6 +72,7 @@ class Database:
         self.postgres = is_postgres(url)
         self.pool: Any = None
         self.saver: Any = None  # LangGraph's checkpointer on this database, made once (checkpoint.py)
+        self.async_savers: dict[Any, Any] = {}  # its async half, one per event loop (checkpoint.async_saver)
         if self.postgres:
             try:
                 import psycopg
@@ -135,7 +136,7 @@ class Database:
 
     def close(self) -> None:
         if self.saver is not None and not self.postgres:
-            self.saver.conn.close()
+            self.saver.sync.conn.close()
         if self.pool is not None:
             self.pool.close()
 

@@ -5,7 +5,8 @@ or `review`) and when it expires. It is taken in one statement — an upsert tha
 two processes cannot both hold it; a background thread renews it while its holder lives, and the holder frees it
 when done. A holder that dies (kill -9, power loss) stops renewing, so its lease runs out after
 `SELFCRAG_TURN_LEASE` seconds (default 30) and the thread is free again. A process that finds the thread held
-waits for it, polling, at most `SELFCRAG_TURN_WAIT` seconds (default 60), then gives up with one line.
+waits for it, polling, at most `SELFCRAG_TURN_WAIT` seconds (default 60), then gives up with one line. Async code
+takes the same lease with `aheld`, which waits without blocking its event loop.
 
 Expiry is compared with each process's own clock: processes on several machines sharing PostgreSQL need clocks
 within a small part of the lease of each other (NTP does that). A holder stalled longer than its lease (a
@@ -14,6 +15,7 @@ suspended laptop, SIGSTOP) loses it; its renewal notices and logs a warning on `
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -21,8 +23,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from selfcrag.errors import ThreadBusyError
 from selfcrag.store.db import database
@@ -84,29 +86,85 @@ def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
     lease, wait = lease_seconds(), wait_seconds()
     holder = holder_name()
     deadline = time.monotonic() + wait
-    while not (current(thread_id) is None and _take(thread_id, holder, purpose, lease)):
-        if time.monotonic() >= deadline:
-            other = current(thread_id) or {}
-            raise ThreadBusyError(f"thread {thread_id} is busy: another {other.get('purpose') or 'turn'} holds it "
-                                  f"({other.get('holder') or 'just ended'}); waited {wait:g}s (SELFCRAG_TURN_WAIT), "
-                                  "try again when it ends")  # fmt: skip
-        # Jitter: waiters that poll in step would all miss the moment it frees, then all collide.
-        time.sleep(min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
-    stop = threading.Event()
-    renewer = threading.Thread(target=_renew, args=(thread_id, holder, lease, stop), daemon=True,
-                               name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
-    renewer.start()
+    while not _try_take(thread_id, holder, purpose, lease):
+        time.sleep(_pause(thread_id, wait, deadline))
+    renewer = _Renewer(thread_id, holder, lease)
     try:
         yield holder
     finally:
-        stop.set()
-        renewer.join()
-        try:
-            database().execute(FREE, (thread_id, holder))
-        except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
-            # Info, not a warning: the command's own line reports the database fault once; the next turn that
-            # finds the lease says how long it waits.
-            LOG.info("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
+        _release(renewer, thread_id, holder, lease)
+
+
+@asynccontextmanager
+async def aheld(thread_id: str, purpose: str = "turn") -> AsyncIterator[str]:
+    """`held` for async code: the same lease, waited for without blocking the event loop (its statements run in
+    worker threads, its renewal in the same background thread)."""
+    lease, wait = lease_seconds(), wait_seconds()
+    holder = holder_name()
+    deadline = time.monotonic() + wait
+    while not await _atake(thread_id, holder, purpose, lease):
+        await asyncio.sleep(await asyncio.to_thread(_pause, thread_id, wait, deadline))
+    renewer = _Renewer(thread_id, holder, lease)
+    try:
+        yield holder
+    finally:
+        # Shielded: a task cancelled again while it frees the lease still frees it (else it waits out its expiry).
+        await asyncio.shield(asyncio.to_thread(_release, renewer, thread_id, holder, lease))
+
+
+def _try_take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
+    return current(thread_id) is None and _take(thread_id, holder, purpose, lease)
+
+
+async def _atake(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
+    """One try at the lease from async code. A task cancelled while the statement runs (in its worker thread,
+    which runs on) gives back a lease the statement took: else the thread stays held until the lease runs out."""
+    taking = asyncio.ensure_future(asyncio.to_thread(_try_take, thread_id, holder, purpose, lease))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        if await taking:
+            await asyncio.to_thread(_free, thread_id, holder, lease)
+        raise
+
+
+def _pause(thread_id: str, wait: float, deadline: float) -> float:
+    """How long to wait before trying the taken lease again; raises ThreadBusyError once the wait is over."""
+    if time.monotonic() >= deadline:
+        other = current(thread_id) or {}
+        raise ThreadBusyError(f"thread {thread_id} is busy: another {other.get('purpose') or 'turn'} holds it "
+                              f"({other.get('holder') or 'just ended'}); waited {wait:g}s (SELFCRAG_TURN_WAIT), "
+                              "try again when it ends")  # fmt: skip
+    # Jitter: waiters that poll in step would all miss the moment it frees, then all collide.
+    return min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic()))
+
+
+class _Renewer:
+    """The background thread that renews a held lease until stopped."""
+
+    def __init__(self, thread_id: str, holder: str, lease: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=_renew, args=(thread_id, holder, lease, self._stop), daemon=True,
+                                        name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _release(renewer: _Renewer, thread_id: str, holder: str, lease: float) -> None:
+    renewer.stop()
+    _free(thread_id, holder, lease)
+
+
+def _free(thread_id: str, holder: str, lease: float) -> None:
+    try:
+        database().execute(FREE, (thread_id, holder))
+    except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
+        # Info, not a warning: the command's own line reports the database fault once; the next turn that
+        # finds the lease says how long it waits.
+        LOG.info("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
 
 
 def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> None:
