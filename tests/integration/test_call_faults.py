@@ -181,7 +181,7 @@ def test_a_429_asking_to_wait_beyond_the_deadline_gives_up_at_once():
 
     with served(respond) as (server, llm):
         result = run(llm, llm_timeout=3, max_retrieval_rounds=1)
-    # Not retried: 30 s do not fit in 3. Two calls: the speculative draft's, then the normal path's after it.
+    # Not retried: 30 s do not fit in 3. Two calls: plain's draft, then the correction's after it.
     assert [r.status for r in server.asking(GENERATE)] == [429, 429]
     assert "beyond the call's deadline" in error_of(result, "generate")
     assert generate_reason(result).endswith("; the model could not be reached")

@@ -58,7 +58,7 @@ def test_an_assistant_with_its_own_prompt_answers_with_it_and_the_others_keep_th
         sent = generate_requests(model, before)
         assert result["decision"] == "answer" and "30 days" in result["answer"]
         assert sent and all(s.startswith(MINE.format(data_notice=DATA_NOTICE.format(tag="evidence"))) for s in sent)
-        generated = [step for step in result["trace"] if step["node"] in ("generate", "speculate")]
+        generated = [step for step in result["trace"] if step["node"] in ("first_draft", "generate")]
         assert any("generate/custom-" in str(step) for step in generated)  # the trace names the text it used
         # A form that sends the assistant's own value back (Studio's) changes nothing, and is let in.
         again = client.runs.wait(None, mine["assistant_id"], input={"question": RETURNS},

@@ -81,7 +81,7 @@ shown in the evidence.
 - No outside knowledge and no guesses. {data_notice}
 - If the evidence does not answer the question at all, reply exactly: INSUFFICIENT: <what information is missing>
 - If it answers only part, answer that part, then end with one line: Missing: <what the evidence does not say>""",
-        "the generator (generate, speculate; the task and focus lines follow it)", "evidence", NEEDS_NOTICE),
+        "the generator (first_draft, generate; the task and focus lines follow it)", "evidence", NEEDS_NOTICE),
     SystemPrompt("check_hallucination", "check_hallucination/2", """You check an answer against its evidence, \
 statement by statement. Split the answer into its factual statements (leave out citation labels such as [doc_1]) \
 and give each a verdict and a reason in a few words:
