@@ -47,16 +47,27 @@ def _progress(done: int, total: int) -> None:
     advance("embedding", "chunks", done, total)
 
 
+_NAMED = 20  # replaced documents named on the line; past that, counted (IngestReport.replaced_ids holds them all)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
     from selfcrag.knowledge.embeddings import embedder_for
     from selfcrag.knowledge.ingestion import ingest
 
+    if args.replace and not args.append:
+        raise CliError("--replace goes with --append (without it the index is built from these sources alone)")
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
-    report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
-                    on_progress=_progress)
+    report = ingest(args.paths, args.index, append=args.append, replace=args.replace, strict=args.strict,
+                    embeddings=embedder, on_progress=_progress)
     for skipped in report.skipped:  # one line each, so `grep`/`wc -l` work on them
         print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
+    for clash in report.clashes:
+        print(f"selfcrag: {clash}", file=sys.stderr)
+    if report.replaced_ids:
+        shown = ", ".join(repr(doc_id) for doc_id in report.replaced_ids[:_NAMED])
+        more = f" and {len(report.replaced_ids) - _NAMED} more" if len(report.replaced_ids) > _NAMED else ""
+        print(f"selfcrag: replaced with their new versions: {shown}{more}", file=sys.stderr)
     if report.replaced_index:
         print(f"selfcrag: replaced the index at {args.index} (--append adds to it instead)", file=sys.stderr)
     print(report.summary())
@@ -257,6 +268,9 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--append", action="store_true",
                         help="add to the index in --index instead of replacing it: new ids are added, changed "
                         "documents replaced, unchanged ones keep their vectors (nothing is embedded twice)")
+    ingest.add_argument("--replace", action="store_true",
+                        help="with --append: a file whose id the index holds from another source (another "
+                        "folder's README.md) replaces that document instead of going in under its folder's name")
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ class SourceDocument:
     # The JSON of the metadata a document was added with through the VectorStore face (langchain_store.py), kept
     # with each of its chunks and given back as it came; "" for documents read by `ingest`, which keeps none.
     metadata: str = ""
+    # A file's: the name of the folder its id is relative to (the folder ingest was given, or a single file's
+    # own), which qualifies the id when another source's document holds it already (clashes.py). Not stored.
+    folder: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Chunk:
 def cleaned(doc: SourceDocument) -> SourceDocument:
     """Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters inside
     Latin words (sanitize.clean_document)."""
-    return SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text), doc.metadata)
+    return replace(doc, title=clean_document(doc.title), text=clean_document(doc.text))
 
 
 def _title(text: str, stem: str) -> str:
@@ -113,7 +116,7 @@ class _Collector:
         self._owners[doc.doc_id] = (str(file), line)
         self.documents.append(doc)
 
-    def file(self, path: Path, doc_id: str, source: str) -> None:
+    def file(self, path: Path, doc_id: str, source: str, folder: str) -> None:
         try:
             parts = loaders.read_file(path, self.limits)
         except Unreadable as exc:
@@ -126,7 +129,8 @@ class _Collector:
                 # A page is named in the source as a PDF viewer opens it (RFC 8118), so every index keeps it and
                 # every citation shows it: "manual.pdf#page=2".
                 where = f"{source}#page={part.page}" if part.page else source
-                self.add(SourceDocument(doc_id=part_id, title=title, source=where, text=part.text), path)
+                self.add(SourceDocument(doc_id=part_id, title=title, source=where, text=part.text, folder=folder),
+                         path)
 
 
 def _folder_documents(root: Path, out: _Collector) -> None:
@@ -141,7 +145,8 @@ def _folder_documents(root: Path, out: _Collector) -> None:
         if suffix == ".jsonl":
             _jsonl_documents(path, out)
         elif suffix in loaders.suffixes():
-            out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
+            out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}",
+                     root.resolve().name)
         else:
             out.skip(path, 0, f"unsupported file type {suffix or '(no suffix)'}; {_SUPPORTED}")
 
@@ -280,7 +285,7 @@ def read_documents(sources: Iterable[str | Path | Any], strict: bool = False,
         elif suffix in loaders.suffixes():
             if (problem := loaders.missing_package(suffix)) is not None:
                 raise IngestError(f"{raw}: {problem}")
-            out.file(path, path.stem, path.name)
+            out.file(path, path.stem, path.name, path.resolve().parent.name)
         else:
             raise IngestError(f"{raw}: unsupported file type; {_SUPPORTED}, or a folder")
     _langchain_documents(documents, out)
