@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.errors import CliError
-from selfcrag.terminal import operator_flags, render, thread_graph
+from selfcrag.terminal import operator_flags, render, settings_given, thread_graph
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -156,18 +156,6 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | s
     return operator, index
 
 
-def _settings_given(items: list[str]) -> dict[str, str]:
-    """`--set NAME=VALUE` flags as a dict, checked as settings before any index is built."""
-    pairs = [item.split("=", 1) for item in items]
-    if bad := next((item for item, pair in zip(items, pairs, strict=True) if len(pair) != 2 or not pair[0]), None):
-        raise CliError(f"--set takes NAME=VALUE, got {bad!r}")
-    given = {name.strip(): value.strip() for name, value in pairs}
-    from selfcrag import Context
-
-    Context.from_env(**given)  # a wrong name or value: SettingsError, one line
-    return given
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
     try:
@@ -191,7 +179,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
-    changed = _settings_given(args.set)
+    changed = settings_given(args.set)
     operator, index = _questions_index(args)
     operator |= changed
     out.mkdir(parents=True, exist_ok=True)
@@ -295,6 +283,9 @@ def parser() -> argparse.ArgumentParser:
                      "its id printed after the answer)")
     ask.add_argument("--review", action="store_true", help="hold doubtful answers for a person (selfcrag review) "
                      "instead of answering or abstaining; same as SELFCRAG_HUMAN_REVIEW=1")
+    ask.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a setting for this run (repeatable), e.g. --set k=8 --set grading=yes_no; the command "
+                     "line is the operator, so operator settings may be set too, within their caps")
     ask.set_defaults(run=cmd_ask)
     from selfcrag.cli_store import add_commands
 
