@@ -122,7 +122,10 @@ class _Collector:
         except Unreadable as exc:
             self.skip(path, 0, str(exc))
             return
-        for part in parts:  # an empty file adds nothing; an all-empty input is reported by read_documents
+        if not any(part.text.strip() for part in parts):  # a folder's empty file is said, not dropped silently
+            self.skip(path, 0, "no text to index")
+            return
+        for part in parts:
             if part.text.strip():
                 title = part.title or _title(part.text, path.stem)
                 part_id = f"{doc_id}/{part.key}" if part.key else doc_id
