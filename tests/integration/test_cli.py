@@ -84,6 +84,10 @@ def test_domain_and_risk_move_the_decision():
     strictness = ["answer", "answer_with_caveat", "abstain"]
     assert strictness.index(medical["decision"]) > strictness.index(general["decision"])  # a higher bar
     assert medical["quality"]["thresholds"]["confidence"] == 0.95  # cost 3: floor 0.75, + band 0.15, + critical 0.05
+    # An answer was found; the floor withheld it, and the abstention says that (not that the evidence lacked it).
+    floor = (f"the answer found has a confidence of {medical['confidence']:.2f}, below the medical domain's floor of "
+             "0.80")  # the plain-answer minimum 0.95 less the caveat band 0.15
+    assert medical["answer"] == f"I can't answer this with enough confidence: {floor}." and medical["missing"] == floor
     assert run("ask", question, "--domain", "astrology").returncode == 2  # argparse names the choices
 
 
