@@ -70,8 +70,11 @@ def render(result: dict[str, Any], show_trace: bool = False) -> str:
     citations = result.get("citations") or []
     if citations:
         lines.append("Sources:")
+        quotes: dict[tuple[str, str, str], list[str]] = {}  # each source once, with every sentence quoted from it
         for c in citations:
-            lines.append(f"  [{c['ref']}] {c['title']} ({c['source']}): \"{c['quote']}\"")
+            quotes.setdefault((c["ref"], c["title"], c["source"]), []).append(f"\"{c['quote']}\"")
+        for (ref, title, source), quoted in quotes.items():
+            lines.append(f"  [{ref}] {title} ({source}): {' '.join(quoted)}")
         lines.append("")
     scores = result.get("scores") or {}
     lines.append(f"Decision: {result.get('decision')}   Confidence: {result.get('confidence', 0.0):.2f}")
