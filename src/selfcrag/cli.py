@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.errors import CliError
-from selfcrag.terminal import operator_flags, render, thread_graph
+from selfcrag.terminal import operator_flags, render, settings_given, thread_graph
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -47,11 +47,16 @@ def _progress(done: int, total: int) -> None:
     advance("embedding", "chunks", done, total)
 
 
+_NAMED = 20  # replaced documents named on the line; past that, counted (IngestReport.replaced_ids holds them all)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from selfcrag import Context
     from selfcrag.knowledge.embeddings import embedder_for
     from selfcrag.knowledge.ingestion import ingest
 
+    if args.replace and not args.append:
+        raise CliError("--replace goes with --append (without it the index is built from these sources alone)")
     embedder = embedder_for(Context.from_env(embeddings=args.embeddings or None).embeddings)
     metadata = {}
     for pair in args.metadata:  # KEY=VALUE, each document's metadata (a tenant's folder: --metadata tenant=acme)
@@ -59,10 +64,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if not equals or not key.strip():
             raise CliError(f"--metadata {pair!r}: expected KEY=VALUE, e.g. --metadata tenant=acme")
         metadata[key.strip()] = value
-    report = ingest(args.paths, args.index, append=args.append, strict=args.strict, embeddings=embedder,
-                    on_progress=_progress, metadata=metadata)
+    report = ingest(args.paths, args.index, append=args.append, replace=args.replace, strict=args.strict,
+                    embeddings=embedder, on_progress=_progress, metadata=metadata)
     for skipped in report.skipped:  # one line each, so `grep`/`wc -l` work on them
         print(f"selfcrag: warning: skipped {skipped}", file=sys.stderr)
+    for clash in report.clashes:
+        print(f"selfcrag: {clash}", file=sys.stderr)
+    if report.replaced_ids:
+        shown = ", ".join(repr(doc_id) for doc_id in report.replaced_ids[:_NAMED])
+        more = f" and {len(report.replaced_ids) - _NAMED} more" if len(report.replaced_ids) > _NAMED else ""
+        print(f"selfcrag: replaced with their new versions: {shown}{more}", file=sys.stderr)
     if report.replaced_index:
         print(f"selfcrag: replaced the index at {args.index} (--append adds to it instead)", file=sys.stderr)
     print(report.summary())
@@ -151,18 +162,6 @@ def _questions_index(args: argparse.Namespace) -> tuple[dict[str, Any], Path | s
     return operator, index
 
 
-def _settings_given(items: list[str]) -> dict[str, str]:
-    """`--set NAME=VALUE` flags as a dict, checked as settings before any index is built."""
-    pairs = [item.split("=", 1) for item in items]
-    if bad := next((item for item, pair in zip(items, pairs, strict=True) if len(pair) != 2 or not pair[0]), None):
-        raise CliError(f"--set takes NAME=VALUE, got {bad!r}")
-    given = {name.strip(): value.strip() for name, value in pairs}
-    from selfcrag import Context
-
-    Context.from_env(**given)  # a wrong name or value: SettingsError, one line
-    return given
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate selfcrag (and plain RAG) on a question file; write records, metrics and an HTML report."""
     try:
@@ -186,7 +185,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
-    changed = _settings_given(args.set)
+    changed = settings_given(args.set)
     operator, index = _questions_index(args)
     operator |= changed
     out.mkdir(parents=True, exist_ok=True)
@@ -266,6 +265,9 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
                         help="give every document read this metadata (repeatable), e.g. tenant=acme for one "
                         "tenant's folder: what metadata filters and the tenant setting match")
+    ingest.add_argument("--replace", action="store_true",
+                        help="with --append: a file whose id the index holds from another source (another "
+                        "folder's README.md) replaces that document instead of going in under its folder's name")
     ingest.set_defaults(run=cmd_ingest)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")
@@ -290,6 +292,9 @@ def parser() -> argparse.ArgumentParser:
                      "its id printed after the answer)")
     ask.add_argument("--review", action="store_true", help="hold doubtful answers for a person (selfcrag review) "
                      "instead of answering or abstaining; same as SELFCRAG_HUMAN_REVIEW=1")
+    ask.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a setting for this run (repeatable), e.g. --set k=8 --set grading=yes_no; the command "
+                     "line is the operator, so operator settings may be set too, within their caps")
     ask.set_defaults(run=cmd_ask)
     from selfcrag.cli_store import add_commands
 

@@ -491,8 +491,8 @@ class Context(BaseModel):
         for name in Context.model_fields:
             if (cap := field_tag(name, "cap")) and getattr(self, name) > getattr(self, cap):
                 if name in self.model_fields_set:
-                    raise SettingsError(f"{name}={getattr(self, name)} is above the cap of {getattr(self, cap)} "
-                                        f"({cap}) the same settings set")
+                    raise SettingsError(f"{name}={getattr(self, name)} is above its cap, {cap}={getattr(self, cap)}, "
+                                        "in the same settings: lower it or raise the cap")
                 lowered[name] = getattr(self, cap)
         return self.model_copy(update=lowered) if lowered else self
 

@@ -13,15 +13,30 @@ import sys
 from typing import Any
 
 
+def settings_given(items: list[str]) -> dict[str, str]:
+    """`--set NAME=VALUE` flags (`ask`, `eval`) as a dict, checked as settings before any index is built."""
+    from selfcrag.context import Context
+    from selfcrag.errors import CliError
+
+    pairs = [item.split("=", 1) for item in items]
+    if bad := next((item for item, pair in zip(items, pairs, strict=True) if len(pair) != 2 or not pair[0]), None):
+        raise CliError(f"--set takes NAME=VALUE, got {bad!r}")
+    given = {name.strip(): value.strip() for name, value in pairs}
+    Context.from_env(**given)  # a wrong name or value: SettingsError, one line
+    return given
+
+
 def operator_flags(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The command line is the operator: it picks the index, the embeddings and (--model) the model backend, and
-    builds its graph with them; the quality preset is a run setting. Returns (settings, operator fields, context)."""
+    builds its graph with them, and the settings `--set` names (`ask`); the quality preset is a run setting.
+    Returns (settings, operator fields, context)."""
     from selfcrag.context import Context
     from selfcrag.knowledge.loaded_indexes import open_index
 
     operator = {"index_dir": args.index or None, "generator_model": args.model or None,
                 "backend": "model" if args.model else None, "embeddings": args.embeddings or None,
                 "verifier": args.verifier or None, "verifier_url": args.verifier_url or None}
+    operator |= settings_given(getattr(args, "set", None) or [])  # as `eval --set`: a --set wins over a flag
     settings = Context.from_env(**operator)
     chosen = {name: value for name, value in operator.items() if value is not None}
     context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
@@ -55,8 +70,11 @@ def render(result: dict[str, Any], show_trace: bool = False) -> str:
     citations = result.get("citations") or []
     if citations:
         lines.append("Sources:")
+        quotes: dict[tuple[str, str, str], list[str]] = {}  # each source once, with every sentence quoted from it
         for c in citations:
-            lines.append(f"  [{c['ref']}] {c['title']} ({c['source']}): \"{c['quote']}\"")
+            quotes.setdefault((c["ref"], c["title"], c["source"]), []).append(f"\"{c['quote']}\"")
+        for (ref, title, source), quoted in quotes.items():
+            lines.append(f"  [{ref}] {title} ({source}): {' '.join(quoted)}")
         lines.append("")
     scores = result.get("scores") or {}
     lines.append(f"Decision: {result.get('decision')}   Confidence: {result.get('confidence', 0.0):.2f}")

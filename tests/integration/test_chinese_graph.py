@@ -74,9 +74,11 @@ def test_chinese_question_set_hit_and_abstention_rates():
     abstained = sum(r["decision"] == "abstain" for r in abstentions)
     assert hits >= 0.8 * len(ANSWERABLE), f"{hits}/{len(ANSWERABLE)} answerable questions cited the right doc"
     assert abstained >= 0.75 * len(UNANSWERABLE), f"{abstained}/{len(UNANSWERABLE)} unanswerable abstained"
-    # Every abstention is in Chinese and says what was missing, in Chinese too.
+    # Every abstention is in Chinese and says what was missing (or that the confidence floor withheld the answer
+    # found), in Chinese too.
     for result in [r for r in answered + abstentions if r["decision"] == "abstain"]:
-        assert result["answer"].startswith("我不知道") and "缺少的信息：" in result["answer"], result["answer"]
+        assert result["answer"].startswith(("我不知道", "我无法足够有把握地回答")), result["answer"]
+        assert result["missing"] in result["answer"], result["answer"]
         assert result["missing"] and language_of(result["missing"]) == "zh", result["missing"]
 
 

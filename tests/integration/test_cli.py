@@ -84,4 +84,20 @@ def test_domain_and_risk_move_the_decision():
     strictness = ["answer", "answer_with_caveat", "abstain"]
     assert strictness.index(medical["decision"]) > strictness.index(general["decision"])  # a higher bar
     assert medical["quality"]["thresholds"]["confidence"] == 0.95  # cost 3: floor 0.75, + band 0.15, + critical 0.05
+    # An answer was found; the floor withheld it, and the abstention says that (not that the evidence lacked it).
+    floor = (f"the answer found has a confidence of {medical['confidence']:.2f}, below the medical domain's floor of "
+             "0.80")  # the plain-answer minimum 0.95 less the caveat band 0.15
+    assert medical["answer"] == f"I can't answer this with enough confidence: {floor}." and medical["missing"] == floor
     assert run("ask", question, "--domain", "astrology").returncode == 2  # argparse names the choices
+
+
+def test_ask_takes_run_settings_with_set_as_eval_does():
+    proc = run("ask", "How many days do I have to return an item?", "--json", "--set", "k=2", "--set",
+               "max_retrieval_rounds=1")
+    assert proc.returncode == 0, proc.stderr
+    (retrieve,) = [step for step in json.loads(proc.stdout)["trace"] if step["node"] == "retrieve"]
+    assert retrieve["decision"] == "2 passages" and retrieve["reason"].startswith("round 1/1,")
+    for given, message in (("k", "--set takes NAME=VALUE, got 'k'"), ("nope=1", "nope: no such setting"),
+                           ("k=99", "k=99 is above its cap, cap_k=20")):
+        proc = run("ask", "What?", "--set", given)
+        assert proc.returncode != 0 and message in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr

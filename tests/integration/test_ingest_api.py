@@ -204,3 +204,50 @@ def test_a_pdf_answer_cites_the_page_it_came_from(tmp_path: Path) -> None:
     # citation names its page.
     assert result["answer"].startswith("The warranty on the Quellport kettle lasts two years from the day of delivery.")
     assert [(c["doc_id"], c["source"]) for c in result["citations"]] == [("manual/page-2", "docs/manual.pdf#page=2")]
+
+
+def test_two_folders_readmes_both_stay_and_a_replace_from_another_source_needs_the_flag(tmp_path: Path) -> None:
+    alpha = folder(tmp_path / "coll" / "alpha", {"README.md": TIDES})
+    beta = folder(tmp_path / "coll" / "beta", {"README.md": FERRY})
+    index = tmp_path / "x"
+    assert run("ingest", str(alpha), "--index", str(index)).returncode == 0
+    proc = run("ingest", str(beta), "--index", str(index), "--append")
+    assert proc.returncode == 0, proc.stderr
+    assert "(1 added, 0 replaced, 0 unchanged; 1 others kept)" in proc.stdout
+    assert proc.stderr.splitlines() == ["selfcrag: beta/README.md goes in as 'beta/README': the index holds "
+                                        "'README' from alpha/README.md (--replace replaces that instead)"]
+    sources = {c.doc_id: c.source for c in HybridIndex.load(index, default_embedder()).chunks}
+    assert sources == {"README": "alpha/README.md", "beta/README": "beta/README.md"}
+
+    again = ingest(beta, index, append=True, embeddings=Counting())  # the same folder again: nothing changes
+    assert (again.added, again.replaced, again.unchanged, again.kept, again.embedded) == (0, 0, 1, 1, 0)
+
+    gamma = folder(tmp_path / "coll" / "gamma", {"README.md": BRIDGES})
+    proc = run("ingest", str(gamma), "--index", str(index), "--append", "--replace")
+    assert proc.returncode == 0, proc.stderr
+    assert "(0 added, 1 replaced, 0 unchanged; 1 others kept)" in proc.stdout
+    assert proc.stderr.splitlines() == [
+        "selfcrag: gamma/README.md replaces document 'README' from alpha/README.md (--replace)",
+        "selfcrag: replaced with their new versions: 'README'"]
+    sources = {c.doc_id: c.source for c in HybridIndex.load(index, default_embedder()).chunks}
+    assert sources == {"README": "gamma/README.md", "beta/README": "beta/README.md"}
+
+    proc = run("ingest", str(beta), "--index", str(index), "--replace")
+    assert proc.returncode == 2 and proc.stderr.startswith("selfcrag: error: --replace goes with --append"), proc
+
+
+def test_a_clash_with_no_free_qualified_id_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    index = tmp_path / "x"
+    taken = Document(page_content=BRIDGES, id="beta/README", metadata={"source": "notes.txt"})
+    ingest([folder(tmp_path / "alpha", {"README.md": TIDES}), taken], index, embeddings=Counting())
+    before = (index / "chunks.jsonl").read_bytes()
+    with pytest.raises(IngestError) as caught:
+        ingest(folder(tmp_path / "beta", {"README.md": FERRY}), index, append=True, embeddings=Counting())
+    assert str(caught.value) == ("beta/README.md: its id 'README' is held by alpha/README.md and 'beta/README' by "
+                                 "notes.txt; --replace replaces alpha/README.md with it")
+    assert (index / "chunks.jsonl").read_bytes() == before
+
+    # A folder of the same name elsewhere gives the same source: an update, and named as one.
+    report = ingest(folder(tmp_path / "elsewhere" / "alpha", {"README.md": FERRY}), index, append=True,
+                    embeddings=Counting())
+    assert (report.replaced, report.replaced_ids, report.clashes) == (1, ["README"], [])

@@ -212,7 +212,7 @@ pg_ingest.BATCH_CHUNKS = 2  # many transactions, so the kill lands between and i
 def progress(done, total):
     print(done, flush=True)
 
-ingest(sys.argv[1], sys.argv[2], append=True, on_progress=progress)
+ingest(sys.argv[1], sys.argv[2], append=True, replace=True, on_progress=progress)  # new/ replaces old/'s files
 print("finished", flush=True)
 """
 
@@ -256,5 +256,5 @@ def test_kill_9_during_an_ingest_leaves_every_document_old_or_new(kb_location: s
     assert all(len(v) == 1 for v in seen.values()), seen  # none half old, half new
     if is_postgres(kb_location):  # progress past 8 chunks: the batches (documents) before it are committed
         assert {"version-one"} in seen.values() and {"version-two"} in seen.values(), seen
-    ingest(new, kb_location, append=True)  # the next ingest completes the job
+    ingest(new, kb_location, append=True, replace=True)  # the next ingest completes the job
     assert {v for vs in versions(kb_location).values() for v in vs} == {"version-two"}

@@ -19,6 +19,7 @@ from langchain_tests.integration_tests import (
 from support.knowledge_base import new_database
 
 from selfcrag import KnowledgeBaseVectorStore, LocalEmbeddings, ingest, load_index
+from selfcrag.knowledge.langchain_retriever import IndexRetriever
 
 HARBOUR = {  # five documents about one harbour: a question about it finds at least three
     "tides.md": "# Tides\n\nThe harbour of Quellport has two high tides a day; the highest reaches 7.5 metres.",
@@ -71,6 +72,30 @@ class TestPostgresRetrieverStandard(_Standard):
     @classmethod
     def _knowledge_base(cls, pgvector_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
         cls.location = _build(new_database(pgvector_url), tmp_path_factory.mktemp("standard") / "docs")
+
+
+class TestIndexRetrieverClassStandard(RetrieversIntegrationTests):
+    """The class itself, as LangChain's suite builds a retriever: `IndexRetriever(index=..., k=3)`."""
+
+    location = ""
+
+    @pytest.fixture(autouse=True, scope="class")
+    @classmethod
+    def _knowledge_base(cls, tmp_path_factory: pytest.TempPathFactory) -> None:
+        root = tmp_path_factory.mktemp("standard")
+        cls.location = _build(str(root / "index"), root / "docs")
+
+    @property
+    def retriever_constructor(self) -> type[IndexRetriever]:
+        return IndexRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"index": load_index(self.location)}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What is at the harbour of Quellport?"
 
 
 class TestLocalEmbeddingsStandard(EmbeddingsIntegrationTests):

@@ -365,3 +365,23 @@ def test_a_first_bulk_load_builds_the_hnsw_index_after_it_and_later_ingests_keep
         assert conn.execute("SELECT to_regclass('selfcrag_kb_chunks_hnsw') IS NOT NULL").fetchone()[0]
     found = load_index(url, Hashing()).retrieve("storm pier code Z7Z.", Context(k=1, exact_search_below=0))
     assert [p["id"] for p in found] == ["more7#0"]
+
+
+def test_two_folders_readmes_both_stay_in_postgres_and_a_replace_needs_the_flag(pgvector_url: str,
+                                                                                 tmp_path: Path) -> None:
+    import psycopg
+
+    url = new_database(pgvector_url)
+    for name, text in (("alpha", "harbour tide"), ("beta", "ferry bridge"), ("gamma", "lighthouse pier")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\nThe {text}.\n", encoding="utf-8")
+    ingest(tmp_path / "alpha", url, embeddings=Hashing())
+    report = ingest(tmp_path / "beta", url, append=True, embeddings=Hashing())
+    assert (report.added, report.replaced, report.kept) == (1, 0, 1)
+    assert report.clashes == ["beta/README.md goes in as 'beta/README': the index holds 'README' from "
+                              "alpha/README.md (--replace replaces that instead)"]
+    report = ingest(tmp_path / "gamma", url, append=True, replace=True, embeddings=Hashing())
+    assert (report.added, report.replaced, report.replaced_ids) == (0, 1, ["README"])
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT doc_id, source FROM selfcrag_kb_chunks ORDER BY doc_id").fetchall()
+    assert rows == [("README", "gamma/README.md"), ("beta/README", "beta/README.md")]

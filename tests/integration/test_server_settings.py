@@ -62,6 +62,6 @@ def test_an_operator_value_above_its_cap_fails_every_run_in_one_line():
         (assistant,) = client.assistants.search(graph_id="selfcrag")
         status, output = run(client, assistant["assistant_id"])
     assert status == "error"
-    assert output["__error__"]["message"] == ("max_retrieval_rounds=99 is above the cap of 5 (cap_retrieval_rounds) "
-                                              "the same settings set (from the environment: "
+    assert output["__error__"]["message"] == ("max_retrieval_rounds=99 is above its cap, cap_retrieval_rounds=5, in "
+                                              "the same settings: lower it or raise the cap (from the environment: "
                                               "SELFCRAG_MAX_RETRIEVAL_ROUNDS='99')")

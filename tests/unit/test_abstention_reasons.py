@@ -31,3 +31,13 @@ def test_a_named_gap_still_comes_first() -> None:
     state = {"question": "What does E1042 mean?", "knowledge": [E1042], "answer": "x", "grounded": True,
              "feedback": "does not mention: e1042"}
     assert missing_evidence(state) == "does not mention: e1042"
+
+
+def test_an_answer_the_floor_withheld_says_so_and_keeps_a_named_gap() -> None:
+    floor = messages.below_floor(0.64, "medical", 0.95 - 0.15)
+    assert floor == "the answer found has a confidence of 0.64, below the medical domain's floor of 0.80"
+    state = {"question": "How long do refunds take?", "answer": "Five days. [doc_1]", "knowledge": [{"id": "r#0"}]}
+    assert missing_evidence(state, floor) == floor  # no check named a gap: the floor is what withheld it
+    assert messages.withheld(floor, floor) == f"I can't answer this with enough confidence: {floor}."
+    assert messages.withheld(floor, "no number in the answer") == (
+        f"I can't answer this with enough confidence: {floor}. Missing: no number in the answer.")

@@ -66,6 +66,32 @@ def test_an_identity_may_carry_a_tenant_and_keeps_it_when_others_are_added(tmp_p
         IdentityFile(path).lookup(token)
 
 
+def test_list_revoke_and_rotate_from_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ids.json"
+    file = ["--file", str(path)]
+    alice, bob = add(path, "alice", "asker"), add(path, "bob", "reviewer")
+    server = IdentityFile(path)
+    assert main(["list", *file]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"alice\tasker\t{hashed(alice)[:12]}",
+                                                    f"bob\treviewer\t{hashed(bob)[:12]}"]
+
+    assert main(["rotate", "alice", *file]) == 0
+    new = capsys.readouterr().out.strip()
+    assert server.lookup(alice) is None and server.lookup(new) == Identity("alice", "asker")
+
+    assert main(["revoke", "bob", *file]) == 0
+    assert capsys.readouterr().err == "revoked 1 token of bob\n"
+    assert server.lookup(bob) is None and server.lookup(new) == Identity("alice", "asker")
+
+    assert main(["revoke", "bob", *file]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: no identity 'bob' (python -m selfcrag.identities list "
+                                       "shows them)\n")
+    add(path, "alice", "operator")
+    assert main(["rotate", "alice", *file]) == 2
+    assert "tokens of several roles or tenants" in capsys.readouterr().err
+    assert main(["list", "--file", str(tmp_path / "none.json")]) == 2
+
+
 def door(token: str = "", path: str = "/threads", length: int = 2, query: str = "") -> dict[str, object]:
     headers = {b"authorization": f"Bearer {token}".encode(), b"content-length": str(length).encode()}
     answer = auth.authenticate(headers=headers, path=path, method="POST", query_params=QueryParams(query))

@@ -498,3 +498,24 @@ def test_a_possessive_name_is_the_name_the_evidence_gives():
     assert rule_flags("The man who challenged Kublai Khan's claim was Ariq Boke [doc_1].", evidence) == []
     assert names("It was the Khans' army, then O'Brien's.") == ["Khans", "O'Brien"]
     assert rule_flags("The heir was Kublai Khan's son Zhenjin.", evidence) == ["name 'Zhenjin' not in the evidence"]
+
+
+class _Leaning:
+    """An embedder that finds the question most like any sentence without its identifier: the README's E1042
+    answer led with such a sentence ("If an error keeps appearing ..."), which the index's vectors ranked first."""
+
+    name, languages = "leaning", None
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.array([[1.0, 0.0] if "E1042" not in text or text.startswith("What") else [0.6, 0.8]
+                         for text in texts], dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def test_a_sentence_naming_the_asked_identifier_leads_the_answer(settings):
+    evidence = strip("errors", "If an error keeps appearing, contact support and mention the code.\n\n- `E1042` — "
+                     "Your payment was declined by your bank or card issuer.")
+    draft = ExtractiveGenerator(_Leaning()).generate("What does error E1042 mean?", [evidence], settings)
+    assert draft.answer.startswith("`E1042` — Your payment was declined"), draft.answer

@@ -98,8 +98,12 @@ def test_folder_loading_recurses_titles_and_skips_what_it_cannot_read(tmp_path: 
     if importlib.util.find_spec("pypdf") is None:
         (root / "scan.pdf").write_bytes(b"%PDF-1.4 not really")  # skipped without pypdf, never a crash
 
-    docs = {d.doc_id: d for d in load_documents([root])}
+    loaded = read_documents([root])
+    docs = {d.doc_id: d for d in loaded.documents}
     assert set(docs) == {"refunds", "sub/shipping_rates-2024"}
+    # A file with nothing to index is said, one line each (a CSV of a header only has no rows).
+    assert {str(s) for s in loaded.skipped} >= {f"{root / 'data.csv'}: no text to index",
+                                                 f"{root / 'empty.md'}: no text to index"}
     assert docs["refunds"].title == "Refund Policy"
     assert docs["sub/shipping_rates-2024"].title == "shipping rates 2024"
     assert docs["sub/shipping_rates-2024"].source == "kb/sub/shipping_rates-2024.txt"
@@ -117,8 +121,12 @@ def test_single_files_and_input_errors(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match="unsupported file type"):
         load_documents([tmp_path / "slides.key"])
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text"):
+    with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text \(byte 3; it reads as Latin-1/Windows-1252: "
+                       r"save it as UTF-8, e\.g\. iconv -f cp1252 -t utf-8\)$"):
         load_documents([tmp_path / "latin1.txt"])
+    (tmp_path / "binary.txt").write_bytes(b"ab\x81\x8d")  # bytes Windows-1252 leaves undefined: no such hint
+    with pytest.raises(IngestError, match=r"binary\.txt: not UTF-8 text \(byte 2\)$"):
+        load_documents([tmp_path / "binary.txt"])
     (tmp_path / "empty").mkdir()
     with pytest.raises(IngestError, match="no documents found"):
         load_documents([tmp_path / "empty"])
@@ -186,7 +194,8 @@ def test_unreadable_files_in_a_folder_are_skipped_and_nothing_usable_is_an_error
     (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     loaded = read_documents([root])
     assert [d.doc_id for d in loaded.documents] == ["good"]
-    assert [str(p) for p in loaded.skipped] == [f"{root / 'latin1.txt'}: not UTF-8 text"]
+    assert [str(p) for p in loaded.skipped] == [f"{root / 'latin1.txt'}: not UTF-8 text (byte 3; it reads as Latin-1"
+                                                "/Windows-1252: save it as UTF-8, e.g. iconv -f cp1252 -t utf-8)"]
     with pytest.raises(IngestError, match=r"latin1\.txt: not UTF-8 text"):
         read_documents([root], strict=True)
 

@@ -78,5 +78,6 @@ def test_the_state_counters_keep_the_larger_count_and_no_forged_one(existing, ne
 def test_run_settings_left_at_their_default_are_brought_within_the_operators_caps():
     assert Context.from_env(cap_llm_calls=10).max_llm_calls == 10  # the default budget is 20
     assert Context.from_env(cap_retrieval_rounds=2).max_retrieval_rounds == 2
-    with pytest.raises(SettingsError, match=r"max_llm_calls=30 is above the cap of 10 \(cap_llm_calls\)"):
+    with pytest.raises(SettingsError, match=r"^max_llm_calls=30 is above its cap, cap_llm_calls=10, in the same "
+                       r"settings: lower it or raise the cap$"):
         Context.from_env(cap_llm_calls=10, max_llm_calls=30)

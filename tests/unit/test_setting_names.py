@@ -67,8 +67,9 @@ def test_an_operator_value_above_its_cap_is_refused_naming_its_variable(monkeypa
     monkeypatch.setenv("SELFCRAG_MAX_RETRIEVAL_ROUNDS", "99")
     with pytest.raises(SettingsError) as caught:
         Context.from_env()
-    assert str(caught.value) == ("max_retrieval_rounds=99 is above the cap of 5 (cap_retrieval_rounds) the same "
-                                 "settings set (from the environment: SELFCRAG_MAX_RETRIEVAL_ROUNDS='99')")
+    assert str(caught.value) == ("max_retrieval_rounds=99 is above its cap, cap_retrieval_rounds=5, in the same "
+                                 "settings: lower it or raise the cap (from the environment: "
+                                 "SELFCRAG_MAX_RETRIEVAL_ROUNDS='99')")
 
 
 def test_settings_in_configurable_are_said_once_to_go_in_the_context(said):

@@ -37,6 +37,9 @@ class SourceDocument:
     # VectorStore face was given: encoded_metadata), kept with each of its chunks, given back as it came and matched
     # by metadata filters (metadata_filter.py); "" for none (a file read from a folder, an index from before).
     metadata: str = ""
+    # A file's: the name of the folder its id is relative to (the folder ingest was given, or a single file's
+    # own), which qualifies the id when another source's document holds it already (clashes.py). Not stored.
+    folder: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def with_metadata(docs: list[SourceDocument], metadata: dict[str, Any]) -> list[
 def cleaned(doc: SourceDocument) -> SourceDocument:
     """Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters inside
     Latin words (sanitize.clean_document)."""
-    return SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text), doc.metadata)
+    return replace(doc, title=clean_document(doc.title), text=clean_document(doc.text))
 
 
 def _title(text: str, stem: str) -> str:
@@ -136,20 +139,24 @@ class _Collector:
         self._owners[doc.doc_id] = (str(file), line)
         self.documents.append(doc)
 
-    def file(self, path: Path, doc_id: str, source: str) -> None:
+    def file(self, path: Path, doc_id: str, source: str, folder: str) -> None:
         try:
             parts = loaders.read_file(path, self.limits)
         except Unreadable as exc:
             self.skip(path, 0, str(exc))
             return
-        for part in parts:  # an empty file adds nothing; an all-empty input is reported by read_documents
+        if not any(part.text.strip() for part in parts):  # a folder's empty file is said, not dropped silently
+            self.skip(path, 0, "no text to index")
+            return
+        for part in parts:
             if part.text.strip():
                 title = part.title or _title(part.text, path.stem)
                 part_id = f"{doc_id}/{part.key}" if part.key else doc_id
                 # A page is named in the source as a PDF viewer opens it (RFC 8118), so every index keeps it and
                 # every citation shows it: "manual.pdf#page=2".
                 where = f"{source}#page={part.page}" if part.page else source
-                self.add(SourceDocument(doc_id=part_id, title=title, source=where, text=part.text), path)
+                self.add(SourceDocument(doc_id=part_id, title=title, source=where, text=part.text, folder=folder),
+                         path)
 
 
 def _folder_documents(root: Path, out: _Collector) -> None:
@@ -164,7 +171,8 @@ def _folder_documents(root: Path, out: _Collector) -> None:
         if suffix == ".jsonl":
             _jsonl_documents(path, out)
         elif suffix in loaders.suffixes():
-            out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}")
+            out.file(path, rel.with_suffix("").as_posix(), f"{root.resolve().name}/{rel.as_posix()}",
+                     root.resolve().name)
         else:
             out.skip(path, 0, f"unsupported file type {suffix or '(no suffix)'}; {_SUPPORTED}")
 
@@ -312,7 +320,7 @@ def read_documents(sources: Iterable[str | Path | Any], strict: bool = False,
         elif suffix in loaders.suffixes():
             if (problem := loaders.missing_package(suffix)) is not None:
                 raise IngestError(f"{raw}: {problem}")
-            out.file(path, path.stem, path.name)
+            out.file(path, path.stem, path.name, path.resolve().parent.name)
         else:
             raise IngestError(f"{raw}: unsupported file type; {_SUPPORTED}, or a folder")
     _langchain_documents(documents, out)

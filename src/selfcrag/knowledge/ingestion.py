@@ -6,7 +6,9 @@ Sources are paths (folders, files of every type loaders.py reads, JSONL corpora)
 Without `append`, the index is built from the sources alone and replaces what `index_dir` held. With `append`,
 the sources are added to the index: a document with a new id is added, one whose id is known but whose content
 hash differs replaces the old one, and one with the same id and hash keeps its chunks; documents the sources do
-not name stay. Nothing already embedded is embedded again: every text whose vector the old index holds (its
+not name stay. A file whose id the index holds from another source (two folders' README.md) is not a new version:
+it goes in under its folder's name, or with `replace` replaces the other (clashes.py); the report names every
+document replaced. Nothing already embedded is embedded again: every text whose vector the old index holds (its
 search vectors and stored text vectors, vector_store.py) is answered from there, so only new and changed text
 reaches the model. Either way the save is atomic (atomic_dir): a failed ingest leaves the old index whole.
 """
@@ -27,6 +29,7 @@ from selfcrag.errors import IngestError
 from selfcrag.home import describe, is_postgres
 from selfcrag.knowledge import index_files
 from selfcrag.knowledge.atomic_dir import recover_directory, replace_directory
+from selfcrag.knowledge.clashes import settle
 from selfcrag.knowledge.documents import (
     Chunk,
     Skipped,
@@ -60,6 +63,8 @@ class IngestReport:
     reused: int = 0
     replaced_index: bool = False  # without append: index_dir held an index, now replaced
     skipped: list[Skipped] = field(default_factory=list)
+    replaced_ids: list[str] = field(default_factory=list)  # the documents `replaced` counts
+    clashes: list[str] = field(default_factory=list)  # one line for each id held by another source (clashes.py)
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -122,6 +127,7 @@ def _plan(old: HybridIndex | None, docs: list[SourceDocument], report: IngestRep
             chunks += old_chunks
         else:
             report.replaced += 1
+            report.replaced_ids.append(doc_id)
             chunks += chunk_documents([doc])
     added = [doc for doc in docs if doc.doc_id not in by_doc]
     report.added = len(added)
@@ -144,13 +150,15 @@ def ingest(
     index_dir: str | Path,
     *,
     append: bool = False,
+    replace: bool = False,
     strict: bool = False,
     embeddings: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
     limits: Limits | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> IngestReport:
-    """Index `sources` (paths and/or LangChain Documents) into `index_dir`; see the module docstring for `append`.
+    """Index `sources` (paths and/or LangChain Documents) into `index_dir`; see the module docstring for `append`
+and `replace`.
     `strict`: the first bad record, unreadable or unsupported file is an IngestError instead of a skip.
     `embeddings`: None (the `embeddings` setting, default local), a LangChain `Embeddings` or an Embedder; an
     index is read with the embeddings that built it. `on_progress(done, total)` counts texts. `limits`: the size
@@ -171,23 +179,25 @@ def ingest(
         loaded.documents = with_metadata(loaded.documents, metadata)
     where = describe(str(index_dir)) if is_postgres(str(index_dir)) else str(index_dir)
     report = IngestReport(where, append, documents=len(loaded.documents), skipped=loaded.skipped)
-    write_documents(index_dir, loaded.documents, embedder, report, append=append, on_progress=on_progress)
+    write_documents(index_dir, loaded.documents, embedder, report, append=append, replace=replace,
+                    on_progress=on_progress)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def write_documents(index_dir: str | Path, docs: list[SourceDocument], embedder: Embedder, report: IngestReport, *,
-                    append: bool, remove: Iterable[str] = (),
+                    append: bool, replace: bool = False, remove: Iterable[str] = (),
                     on_progress: Callable[[int, int], None] | None = None) -> None:
     """The one write path of both backends, for `ingest` and the VectorStore face (langchain_store.py): write
     `docs` (read and cleaned already) into `index_dir` as `ingest` describes, and with `append` take the documents
-    `remove` names out too; fill `report`. A directory index is saved whole and atomically; PostgreSQL writes a
-    batch of documents per transaction (pg_ingest.py). A directory left without documents holds no index."""
+    `remove` names out too, settling ids held by another source as `replace` says (clashes.py); fill `report`.
+    A directory index is saved whole and atomically; PostgreSQL writes a batch of documents per transaction
+    (pg_ingest.py). A directory left without documents holds no index."""
     if is_postgres(str(index_dir)):  # the knowledge base in PostgreSQL + pgvector (pg_ingest.py)
         from selfcrag.knowledge.pg_ingest import ingest_documents  # lazily, for start-up: loads when used
 
-        ingest_documents(str(index_dir), docs, embedder, report, append=append, remove=list(remove),
-                         on_progress=on_progress)
+        ingest_documents(str(index_dir), docs, embedder, report, append=append, replace=replace,
+                         remove=list(remove), on_progress=on_progress)
         return
     path = Path(index_dir).expanduser()
     with _lock(path):
@@ -202,6 +212,8 @@ def write_documents(index_dir: str | Path, docs: list[SourceDocument], embedder:
                 raise IngestError(f"the index at {index_dir} holds {held}-dimensional vectors but the embeddings "
                                   f"give {dim}-dimensional ones; use the embeddings that built it")
         report.replaced_index = existed and not append
+        if old is not None:
+            docs, report.clashes = settle(docs, {c.doc_id: c.source for c in old.chunks}, replace=replace)
         chunks, hashes = _plan(old, docs, report, set(remove))
         if not chunks and report.removed:  # the last documents removed: an empty directory, swapped in whole
             replace_directory(path, lambda tmp: None)

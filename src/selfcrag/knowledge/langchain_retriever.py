@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from selfcrag.context import Context
 from selfcrag.knowledge.metadata_filter import MetadataFilter, parse, parsed_metadata
@@ -19,14 +19,26 @@ if TYPE_CHECKING:
     from selfcrag.knowledge.retrieval import HybridIndex
 
 
-class IndexRetriever(BaseRetriever):
-    """A selfcrag index as a LangChain retriever: the `k` best chunks of a query, best first, as Documents."""
+def _positive(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return k
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+class IndexRetriever(BaseRetriever):
+    """A selfcrag index as a LangChain retriever: the `k` best chunks of a query, best first, as Documents.
+    `IndexRetriever(index=..., k=3)` as LangChain's retrievers are built; `settings` (default: the environment's)
+    set the fusion weights and the gate. An unknown keyword is an error, not silently ignored."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     index: Any  # HybridIndex (Any: pydantic would try to validate the class)
-    settings: Any  # Context with the retriever's k
+    k: int = Field(default=4, strict=True)  # strict: True is not a count
+    settings: Any = None  # Context; the retriever's k goes into it
     where: Any = None  # MetadataFilter | None: only documents whose metadata matches it (metadata_filter.py)
+
+    def model_post_init(self, __context: Any) -> None:
+        self.settings = (self.settings or Context.from_env()).model_copy(update={"k": _positive(self.k)})
 
     @classmethod
     def of(cls, index: HybridIndex, k: int, settings: Context | None = None,
@@ -36,10 +48,7 @@ class IndexRetriever(BaseRetriever):
         unknown = sorted(set(search_kwargs) - {"k", "filter"})
         if unknown:
             raise ValueError(f"search_kwargs {', '.join(unknown)} not supported; this retriever takes k and filter")
-        k = search_kwargs.get("k", k)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        return cls(index=index, settings=(settings or Context.from_env()).model_copy(update={"k": k}),
+        return cls(index=index, k=_positive(search_kwargs.get("k", k)), settings=settings,
                    where=parse(search_kwargs.get("filter")))
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
@@ -50,10 +59,7 @@ class IndexRetriever(BaseRetriever):
         chunk's id, doc_id, chunk_index, title, source and score."""
         settings = self.settings
         if "k" in kwargs:
-            k = kwargs["k"]
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise ValueError(f"k must be a positive integer, got {k!r}")
-            settings = settings.model_copy(update={"k": k})
+            settings = settings.model_copy(update={"k": _positive(kwargs["k"])})
         where: MetadataFilter | None = self.where
         if "filter" in kwargs and (narrower := parse(kwargs["filter"])) is not None:
             where = narrower.and_(where)

@@ -1,7 +1,8 @@
 """One reader per file type: the text (and title, when the file names one) of a Markdown, text, HTML, CSV, PDF or
 DOCX file. documents.py decides ids, default titles and what a failure costs; this module only reads.
 
-- `.md`, `.markdown`, `.txt`: UTF-8 text as it is.
+- `.md`, `.markdown`, `.txt`: UTF-8 text as it is (a file that is not says where, and names Windows-1252 when it
+  reads as that).
 - `.html`, `.htm`: the visible text (beautifulsoup4 with Python's own parser; scripts, styles and other
   non-text elements dropped, and so are comments and hidden elements: a reader never sees them, so they are a
   place to plant instructions, not to inform) and the `<title>`. Not langchain-community's `BSHTMLLoader`: it
@@ -145,12 +146,31 @@ def read_file(path: Path, limits: Limits | None = None) -> list[Part]:
     except Unreadable:
         raise
     except UnicodeDecodeError:
-        raise Unreadable("not UTF-8 text") from None
+        raise Unreadable(_not_utf8(path)) from None
     except OSError as exc:
         raise Unreadable(f"cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # each parser raises its own errors for a broken file
         kind = suffix.lstrip(".").upper()
         raise Unreadable(f"cannot read {kind} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+
+
+def _not_utf8(path: Path) -> str:
+    """Why a text file was refused, and what to do: an editor on Windows saves Windows-1252 (Latin-1's superset),
+    which selfcrag does not guess at (any bytes decode as Latin-1, so a guess could index mojibake unseen)."""
+    try:
+        data = path.read_bytes()  # within the file cap, checked before the read that failed
+        data.decode("utf-8-sig")
+        return "not UTF-8 text"
+    except OSError:
+        return "not UTF-8 text"
+    except UnicodeDecodeError as exc:
+        at = exc.start
+    try:
+        data.decode("cp1252")
+    except UnicodeDecodeError:
+        return f"not UTF-8 text (byte {at})"
+    return (f"not UTF-8 text (byte {at}; it reads as Latin-1/Windows-1252: save it as UTF-8, e.g. "
+            "iconv -f cp1252 -t utf-8)")
 
 
 def _text(path: Path, limits: Limits) -> list[Part]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from selfcrag.context import Context
 from selfcrag.contract import Embedder
+from selfcrag.knowledge.clashes import settle
 from selfcrag.knowledge.documents import Chunk, SourceDocument, chunk_documents
 from selfcrag.knowledge.pg_index import PgIndex
 from selfcrag.knowledge.pg_schema import WRITE_LOCK, connect, ensure_schema, hnsw_index, unreachable
@@ -34,9 +35,11 @@ BULK_FROM = 5000
 
 
 def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, report: Any, *, append: bool,
-                     remove: list[str] | None = None, on_progress: Callable[[int, int], None] | None = None) -> None:
+                     replace: bool = False, remove: list[str] | None = None,
+                     on_progress: Callable[[int, int], None] | None = None) -> None:
     """Write `docs` into the knowledge base at `url` and fill `report` (an ingestion.IngestReport); the documents
-    `remove` names (and `docs` does not) are taken out first, in one transaction."""
+    `remove` names (and `docs` does not) are taken out first, in one transaction; ids held by another source are
+    settled as `replace` says (clashes.py)."""
     import psycopg
 
     dim = len(embedder.embed_query("dimensions"))
@@ -49,6 +52,11 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
 
         register_vector(conn)
         index = PgIndex(url, embedder)
+        if append:  # the sources of the ids these documents hold or would take (clashes.py)
+            wanted = [d.doc_id for d in docs] + [f"{d.folder}/{d.doc_id}" for d in docs if d.folder]
+            held = dict(conn.execute("SELECT DISTINCT ON (doc_id) doc_id, source FROM selfcrag_kb_chunks "
+                                     "WHERE doc_id = ANY(%s) ORDER BY doc_id, chunk_index", (wanted,)).fetchall())
+            docs, report.clashes = settle(docs, held, replace=replace)
         hashes = {doc.doc_id: content_hash(doc) for doc in docs}
         if remove:
             with conn.transaction():
@@ -62,6 +70,7 @@ def ingest_documents(url: str, docs: list[SourceDocument], embedder: Embedder, r
         todo = [doc for doc in docs if known.get(doc.doc_id) != hashes[doc.doc_id]]
         report.added = sum(doc.doc_id not in known for doc in todo)
         report.replaced = len(todo) - report.added
+        report.replaced_ids = [doc.doc_id for doc in todo if doc.doc_id in known]
         report.unchanged = len(docs) - len(todo)
         report.replaced_index = existed and not append
         chunks = chunk_documents(todo)

@@ -43,9 +43,10 @@ def unreadable_reason(state: State, language: Language) -> str:
         messages.phrase("script_not_covered", language, script)
 
 
-def missing_evidence(state: State) -> str:
+def missing_evidence(state: State, withheld: str = "") -> str:
     """What the evidence lacked, from the most specific signal available, in the question's language; never
-    empty (the last resort says the answer found was unclear, or that none was found)."""
+    empty (the last resort says the answer found was unclear, or `withheld` when the floor withheld it, or that
+    none was found)."""
     language = language_of(state.get("question", ""))
     if unreadable := unreadable_reason(state, language):
         return unreadable
@@ -64,6 +65,8 @@ def missing_evidence(state: State) -> str:
         if asked := join_pairs(list(terms.values())):  # Chinese as asked (手机应用), not as pairs
             return messages.phrase("not_in_kb", language, messages.listing(asked, language))
     # No signal names a gap, yet the run trusts no answer: an abstention or a hand-off still says why.
+    if withheld and state.get("answer"):
+        return withheld
     return messages.phrase("unclear_answer" if state.get("answer") else "no_supported_answer", language)
 
 
@@ -208,7 +211,11 @@ def make(components: Components) -> NodeFunction:
                        "draft": review_case.hold(case)}
         else:
             decision = "abstain"
-            missing = missing_evidence(state)
+            # An answer found but withheld by the confidence floor says so, not that the evidence lacked it.
+            # (The floor is the cost's, below the plain-answer minimum by the caveat band: docs/quality.md.)
+            floor = (messages.below_floor(value, settings.domain, minimum.overall - band, language)
+                     if draft and value < minimum.overall - band else "")
+            missing = missing_evidence(state, floor)
             if unreadable:
                 reason = f"the question cannot be read against the evidence: {missing}"
             elif not state.get("answer"):
@@ -219,7 +226,7 @@ def make(components: Components) -> NodeFunction:
                           f"the answer stayed ungrounded after {state.get('generations', 0)} generation(s)")
             else:
                 reason = f"confidence more than {band} below the minimum {minimum.overall}; {explained['summary']}"
-            text = messages.abstain(missing, language)
+            text = messages.withheld(floor, missing, language) if floor else messages.abstain(missing, language)
             if not unreadable and (question := clarifying_question(state, settings, language)):
                 text, update["clarifying_question"] = f"{text} {question}", question
             update |= {"answer": text, "citations": [], "missing": missing}

@@ -22,7 +22,7 @@ from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
 from selfcrag.text.cuts import clean
-from selfcrag.text.rules import names
+from selfcrag.text.rules import is_identifier, names
 from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.text.text import STOPWORDS, split_sentences, term, words
 
@@ -86,7 +86,10 @@ class ExtractiveGenerator:
             else:
                 score = WEIGHTS["coverage"] * covered + WEIGHTS["similarity"] * signal + WEIGHTS["type"] * typed
             out.append(Candidate(sentence, strip, round(score, 4), typed, missing))
-        ranked = sorted(out, key=lambda c: -c.score)  # stable: ties keep evidence order
+        # A question naming an identifier (E1042) is about that id: a sentence without it speaks of something else,
+        # however alike it reads ("If an error keeps appearing ..."), so the sentences naming it go first.
+        named = any(not lost_ids(c) for c in out)
+        ranked = sorted(out, key=lambda c: (named and bool(lost_ids(c)), -c.score))  # stable: ties keep evidence order
         # The answer quotes evidence in the question's language when some supports an answer (the sample has its
         # error codes in English and Chinese); other languages only when none does.
         same = [c for c in ranked if language_of(c.sentence) == language]
@@ -139,6 +142,11 @@ class ExtractiveGenerator:
             chosen += bridge_sentence(question, chosen, ranked)
 
         return cite([(c.sentence, c.strip) for c in chosen], strips)
+
+
+def lost_ids(candidate: Candidate) -> list[str]:
+    """The question's identifiers (E1042, user_123) the candidate sentence does not name."""
+    return [word for word in candidate.missing if is_identifier(word)]
 
 
 def _keys(text: str) -> set[str]:

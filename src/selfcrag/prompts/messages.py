@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from selfcrag.language import Language
 
-VERSION = "messages/4"
+VERSION = "messages/5"
 
 _ABSTAIN: dict[Language, str] = {
     "en": "I don't know: the available evidence does not answer this question.",
     "zh": "我不知道：现有资料无法回答这个问题。",
 }
 _MISSING: dict[Language, str] = {"en": " Missing: {}.", "zh": "缺少的信息：{}。"}
+# An abstention the confidence floor made: an answer was found, its confidence below the domain's floor. (Not in
+# `vocabulary`: it is a final answer only, never feedback the rewriter reads.)
+_WITHHELD: dict[Language, str] = {"en": "I can't answer this with enough confidence: {}.",
+                                  "zh": "我无法足够有把握地回答：{}。"}
+_BELOW_FLOOR: dict[Language, str] = {
+    "en": "the answer found has a confidence of {}, below the {} domain's floor of {}",
+    "zh": "找到的回答置信度为 {}，低于{}领域要求的最低值 {}",
+}
 _CAVEAT: dict[Language, str] = {
     "en": "Caveat: this answer may be incomplete or only partly supported ({}).",
     "zh": "请注意：这个回答可能不完整，或者只有部分内容有依据（{}）。",
@@ -114,6 +122,18 @@ def signal(name: str, language: Language = "en") -> str:
 def abstain(missing: str, language: Language = "en") -> str:
     text = _ABSTAIN[language]
     return text + _MISSING[language].format(missing.rstrip(".。")) if missing else text
+
+
+def below_floor(confidence: float, domain: str, floor: float, language: Language = "en") -> str:
+    """What an abstention the confidence floor made lacked: the confidence, the domain and its floor."""
+    return _BELOW_FLOOR[language].format(f"{confidence:.2f}", domain, f"{floor:.2f}")
+
+
+def withheld(below_floor: str, missing: str, language: Language = "en") -> str:
+    """An abstention the confidence floor made (`below_floor`: that phrase), with what was missing when a check
+    named it."""
+    text = _WITHHELD[language].format(below_floor)
+    return text + _MISSING[language].format(missing.rstrip(".。")) if missing and missing != below_floor else text
 
 
 def caveat(reasons: list[str], language: Language = "en") -> str:
