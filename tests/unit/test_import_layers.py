@@ -36,7 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("selfcrag.routing", "selfcrag.streaming", "selfcrag.progress", "selfcrag.progress_bar", "selfcrag.identities",
      "selfcrag.review_case", "selfcrag.testing", "selfcrag.tool"),
     ("selfcrag.nodes",),
-    ("selfcrag.graph", "selfcrag.indexer", "selfcrag.auth"),  # the two graphs langgraph.json serves, and its auth
+    ("selfcrag.graph", "selfcrag.indexer", "selfcrag.auth",
+     "selfcrag.server_paths"),  # the two graphs langgraph.json serves, its auth, and its guard on the server's paths
     ("selfcrag.threads",),  # the graph on a thread that persists; a review decided by resuming it
     ("selfcrag.terminal", "selfcrag.cli_store", "selfcrag.evaluation"),
     ("selfcrag.cli", "selfcrag"),  # the front doors: the command line and the Python API
