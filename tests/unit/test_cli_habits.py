@@ -31,8 +31,8 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(sorted({m.split(".")[0] for m in sys.modules} & set(%r)), file=sys.stderr)
-""" % (HEAVY,)
+print(sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY)), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["ask", "--help"], ["review", "--help"], ["ask"]])
