@@ -22,7 +22,8 @@ ANNOTATION_ONLY = {"selfcrag.context"}
 # Lowest first. A module belongs to the longest name here that is a prefix of its own; within a layer, modules and
 # packages may import each other as long as no circle forms.
 LAYERS: list[tuple[str, ...]] = [
-    ("selfcrag.text", "selfcrag.language", "selfcrag.data_sections", "selfcrag.errors"),  # pure functions; errors
+    ("selfcrag.text", "selfcrag.language", "selfcrag.data_sections", "selfcrag.errors",
+     "selfcrag.stopping"),  # pure functions; errors; whether the process is stopping
     ("selfcrag.contract", "selfcrag.state", "selfcrag.endpoints", "selfcrag.home",
      "selfcrag.setting_names"),  # shared types; env facts; which setting names exist
     ("selfcrag.quality",),  # checks and scores over text and those types; the presets and calibration settings load
