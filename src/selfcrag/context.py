@@ -9,7 +9,8 @@
 
 Each field declares its kind here; `trust_boundary.py` enforces it at run time.
 
-Studio shows every field with its description; operator fields say so. Defaults come from the environment when set,
+Studio's forms show the run settings with their descriptions (`Context.model_json_schema`); operator settings are
+not published. Defaults come from the environment when set,
 else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
 """
 
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from selfcrag.errors import SettingsError
 from selfcrag.quality.calibration import load
@@ -407,6 +409,20 @@ class Context(BaseModel):
         return self
 
     @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """What LangGraph publishes as the graph's `context_schema`, the form Studio shows for a run or an
+        assistant: the settings a client may send. Operator settings come from the server's environment; a form
+        that offered them would only invite a refusal."""
+        return _published().model_json_schema(*args, **kwargs)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        """The schema of Context by any other road: LangGraph's server builds the graph's `config_schema` this way
+        (from `config["configurable"]`), and would repeat every setting there. Settings go in `context`."""
+        return {"title": "Context", "type": "object", "properties": {},
+                "description": "selfcrag reads no settings from config['configurable']: send them as context"}
+
+    @classmethod
     def from_env(cls, **overrides: Any) -> Context:
         """Defaults from SELFCRAG_<FIELD> environment variables, then `overrides` (None = not given). A SELFCRAG_
         variable that names nothing (a misspelling) is said once, with the nearest name."""
@@ -468,6 +484,13 @@ def field_tag(name: str, key: str) -> str:
 
 
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "scope") == "operator")
+
+
+@cache
+def _published() -> type[BaseModel]:
+    """Context without its operator settings, for its published schema (Context.model_json_schema)."""
+    fields: dict[str, Any] = {n: (f.annotation, f) for n, f in Context.model_fields.items() if n not in OPERATOR_SETTINGS}
+    return create_model("Context", __config__=ConfigDict(extra="forbid"), __doc__=Context.__doc__, **fields)
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",

@@ -12,6 +12,7 @@ from langgraph_sdk import get_client, get_sync_client
 from support.langgraph_server import ROOT, langgraph_dev
 
 from selfcrag import Context
+from selfcrag.context import OPERATOR_SETTINGS
 from selfcrag.graph import NODES, graph
 
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
@@ -39,16 +40,18 @@ def assistant_id(client):
     return assistant["assistant_id"]
 
 
-def test_schemas_publish_input_output_and_every_setting_with_its_description(client, assistant_id):
+def test_schemas_publish_input_output_and_every_run_setting_with_its_description(client, assistant_id):
     schemas = client.assistants.get_schemas(assistant_id)
 
     assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
     assert {"answer", "citations", "decision", "confidence", "scores", "missing", "trace", "llm_calls",
             "messages"} <= set(schemas["output_schema"]["properties"])  # fmt: skip
+    # Studio's forms: what a client may send, never the operator's settings, and once (not again as configurable).
     published = schemas["context_schema"]["properties"]
-    assert set(published) == set(Context.model_fields)
-    for name, f in Context.model_fields.items():
-        assert published[name]["description"] == f.description, name
+    assert set(published) == set(Context.model_fields) - OPERATOR_SETTINGS and "k" in published
+    for name in published:
+        assert published[name]["description"] == Context.model_fields[name].description, name
+    assert schemas["config_schema"]["properties"] == {}
 
 
 def test_graph_drawing_has_every_node_and_marks_conditional_edges(client, assistant_id):
