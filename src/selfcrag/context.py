@@ -489,7 +489,8 @@ OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag
 @cache
 def _published() -> type[BaseModel]:
     """Context without its operator settings, for its published schema (Context.model_json_schema)."""
-    fields: dict[str, Any] = {n: (f.annotation, f) for n, f in Context.model_fields.items() if n not in OPERATOR_SETTINGS}
+    fields: dict[str, Any] = {name: (field.annotation, field) for name, field in Context.model_fields.items()
+                              if name not in OPERATOR_SETTINGS}  # fmt: skip
     return create_model("Context", __config__=ConfigDict(extra="forbid"), __doc__=Context.__doc__, **fields)
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
