@@ -9,8 +9,7 @@
 
 Each field declares its kind here; `trust_boundary.py` enforces it at run time.
 
-Studio's forms show the run settings with their descriptions (`Context.model_json_schema`); operator settings are
-not published. Defaults come from the environment when set,
+Studio shows every field with its description; operator fields say so, and are published `readOnly`. Defaults come from the environment when set,
 else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
 """
 
@@ -18,16 +17,17 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cache
+from contextvars import ContextVar
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from selfcrag.errors import SettingsError
 from selfcrag.quality.calibration import load
 from selfcrag.quality.thresholds import Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
 
+_PUBLISHING: ContextVar[bool] = ContextVar("selfcrag_publishing_context_schema", default=False)
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
 
@@ -40,8 +40,12 @@ def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
 
 
 def operator(default: Any, description: str, **limits: Any) -> Any:
-    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps."""
-    return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
+    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps. Published `readOnly` (JSON
+    Schema: the server owns the value), so a form shows it without offering to change it. It stays in the
+    published schema: LangGraph's server drops every key of a run's context the schema does not list, and a client
+    that sends one must get the trust boundary's one-line refusal, not silence."""
+    return Field(default, description=OPERATOR_NOTE + description,
+                 json_schema_extra={"scope": "operator", "readOnly": True}, **limits)  # fmt: skip
 
 
 UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
@@ -410,15 +414,20 @@ class Context(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """What LangGraph publishes as the graph's `context_schema`, the form Studio shows for a run or an
-        assistant: the settings a client may send. Operator settings come from the server's environment; a form
-        that offered them would only invite a refusal."""
-        return _published().model_json_schema(*args, **kwargs)
+        """Every setting with its description: LangGraph publishes this as the graph's `context_schema`."""
+        token = _PUBLISHING.set(True)
+        try:
+            return super().model_json_schema(*args, **kwargs)
+        finally:
+            _PUBLISHING.reset(token)
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        """The schema of Context by any other road: LangGraph's server builds the graph's `config_schema` this way
-        (from `config["configurable"]`), and would repeat every setting there. Settings go in `context`."""
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """By any other road than `model_json_schema`, an empty object: LangGraph's server builds the graph's
+        `config_schema` (from `config["configurable"]`) with a TypeAdapter, and would repeat every setting there,
+        where selfcrag reads none."""
+        if _PUBLISHING.get():
+            return handler(core_schema)
         return {"title": "Context", "type": "object", "properties": {},
                 "description": "selfcrag reads no settings from config['configurable']: send them as context"}
 
@@ -485,13 +494,6 @@ def field_tag(name: str, key: str) -> str:
 
 OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "scope") == "operator")
 
-
-@cache
-def _published() -> type[BaseModel]:
-    """Context without its operator settings, for its published schema (Context.model_json_schema)."""
-    fields: dict[str, Any] = {name: (field.annotation, field) for name, field in Context.model_fields.items()
-                              if name not in OPERATOR_SETTINGS}  # fmt: skip
-    return create_model("Context", __config__=ConfigDict(extra="forbid"), __doc__=Context.__doc__, **fields)
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",

@@ -40,17 +40,20 @@ def assistant_id(client):
     return assistant["assistant_id"]
 
 
-def test_schemas_publish_input_output_and_every_run_setting_with_its_description(client, assistant_id):
+def test_schemas_publish_input_output_and_every_setting_once_with_its_description(client, assistant_id):
     schemas = client.assistants.get_schemas(assistant_id)
 
     assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
     assert {"answer", "citations", "decision", "confidence", "scores", "missing", "trace", "llm_calls",
             "messages"} <= set(schemas["output_schema"]["properties"])  # fmt: skip
-    # Studio's forms: what a client may send, never the operator's settings, and once (not again as configurable).
+    # Every setting (the server drops a run's context keys its schema does not list, and an operator setting a
+    # client sends must meet its one-line refusal), the operator's read-only to a form, and once: not again as
+    # config_schema.
     published = schemas["context_schema"]["properties"]
-    assert set(published) == set(Context.model_fields) - OPERATOR_SETTINGS and "k" in published
-    for name in published:
-        assert published[name]["description"] == Context.model_fields[name].description, name
+    assert set(published) == set(Context.model_fields)
+    for name, f in Context.model_fields.items():
+        assert published[name]["description"] == f.description, name
+        assert published[name].get("readOnly", False) is (name in OPERATOR_SETTINGS), name
     assert schemas["config_schema"]["properties"] == {}
 
 
