@@ -10,7 +10,8 @@
 Each field declares its kind here; `trust_boundary.py` enforces it at run time.
 
 Studio shows every field with its description, once (`config_schema` is empty); operator fields say so, and are
-published `readOnly`. Defaults come from the environment when set, else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
+published `readOnly`. Defaults come from the environment when set, else from the values below (tuned on the SQuAD
+2.0 dev sample that shared/datasets allows).
 """
 
 from __future__ import annotations
