@@ -342,6 +342,7 @@ def _load_env_file() -> None:
 STOPPED_BY: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 UNWIND_SECONDS = 1.5  # after a signal, the run's own unwinding gets this long; then the process ends regardless
 _signalled: list[int] = []  # the first stopping signal's number
+_ending = threading.Lock()  # held by whichever of main() and the watchdog ends the process: one line, once
 
 
 def _stopped_line(signum: int) -> str:
@@ -361,8 +362,9 @@ def _stop(signum: int, frame: Any) -> None:
     stop()
 
     def end() -> None:
-        print(_stopped_line(signum), file=sys.stderr, flush=True)
-        os._exit(128 + signum)
+        if _ending.acquire(blocking=False):  # else main() is ending the process already
+            print(_stopped_line(signum), file=sys.stderr, flush=True)
+            os._exit(128 + signum)
 
     timer = threading.Timer(UNWIND_SECONDS, end)
     timer.daemon = True
@@ -380,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         signum = _signalled[0] if _signalled else signal.SIGINT
+        if _signalled and not _ending.acquire(blocking=False):
+            time.sleep(UNWIND_SECONDS)  # the watchdog is ending the process this moment, with the line
         print(_stopped_line(signum), file=sys.stderr, flush=True)
         if _signalled:  # the run has unwound (its lease is free): end as the signal would, without the seconds
             sys.stdout.flush()  # an interpreter's shutdown takes to join abandoned workers and free the models
