@@ -357,7 +357,7 @@ def _stop(signum: int, frame: Any) -> None:
     if _signalled:  # a second Ctrl-C while the first unwinds: the first is already ending the run
         return
     _signalled.append(signum)
-    from selfcrag.stopping import Abandoned, stop
+    from selfcrag.stopping import stop
 
     stop()
 
@@ -369,7 +369,7 @@ def _stop(signum: int, frame: Any) -> None:
     timer = threading.Timer(UNWIND_SECONDS, end)
     timer.daemon = True
     timer.start()
-    raise Abandoned(_stopped_line(signum))
+    raise KeyboardInterrupt(_stopped_line(signum))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """The process is stopping (Ctrl-C, SIGTERM: the CLI says so here): every wait on a model call or a web search
 watches this, so a call in flight is abandoned at once rather than at its deadline, and the run unwinds (freeing
-its thread's lease) within a moment of the signal.
+its thread's lease) within a moment of the signal. A wait that gives up raises KeyboardInterrupt, whatever the
+signal: no `except Exception` that turns a model's fault into a degraded answer catches it.
 
 Only the command line stops a process this way; a server's runs end by LangGraph's own cancellation.
 """
@@ -14,11 +15,6 @@ from contextlib import contextmanager
 _stopping = threading.Event()
 _waits: set[threading.Event] = set()  # the events calls in flight are waiting on
 _lock = threading.Lock()
-
-
-class Abandoned(KeyboardInterrupt):
-    """What a wait raises when the process is stopping: a KeyboardInterrupt, so that no `except Exception` that
-    turns a model's fault into a degraded answer catches it, and the run unwinds as from Ctrl-C."""
 
 
 def stop() -> None:
@@ -48,6 +44,6 @@ def watched(done: threading.Event) -> Iterator[None]:
 
 
 def pause(seconds: float) -> None:
-    """`time.sleep(seconds)` that ends at once, raising Abandoned, when the process is stopping."""
+    """`time.sleep(seconds)` that ends at once, raising KeyboardInterrupt, when the process is stopping."""
     if _stopping.wait(max(0.0, seconds)):
-        raise Abandoned("the process is stopping")
+        raise KeyboardInterrupt("the process is stopping")

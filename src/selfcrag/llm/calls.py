@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfcrag.errors import BudgetSpent, RunTimeSpent, TotalTimeoutError
 from selfcrag.llm.faults import describe, is_transient, retry_after
-from selfcrag.stopping import Abandoned, pause, stopping, watched
+from selfcrag.stopping import pause, stopping, watched
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -220,7 +220,7 @@ def before(deadline: float, work: Callable[[], T], span: str) -> T:
     with watched(done):  # Ctrl-C or SIGTERM wakes this wait: the call is abandoned, its daemon thread left behind
         finished = done.wait(max(0.0, deadline - time.monotonic()))
     if stopping():
-        raise Abandoned(f"the process is stopping: a call abandoned after {time.monotonic() - started:.1f} s")
+        raise KeyboardInterrupt(f"the process is stopping: a call abandoned after {time.monotonic() - started:.1f} s")
     if not finished:
         raise TotalTimeoutError(f"no complete reply within {span}")
     if "error" in result:
