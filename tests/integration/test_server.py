@@ -116,10 +116,12 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
     progress = [e["text"] for e in events["custom"]]
     assert any(t.startswith("graded 5 documents: ") for t in progress), progress
     assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}
-    # The offline generator copies sentences, so there are no tokens: `messages` carries the question as it enters
-    # the history, then the answer message.
-    question, complete = events["messages/complete"]
-    assert question[-1]["type"] == "human" and question[-1]["content"] == RETURNS
+    # The offline generator copies sentences, so there are no tokens: `messages` carries model output only, the
+    # answer message, and no echo of the question, which enters the thread's history all the same.
+    (complete,) = events["messages/complete"]
+    assert [m["type"] for m in complete] == ["ai"]
+    asked = events["updates"][0]["prepare"]["messages"]
+    assert [(m["role"], m["content"]) for m in asked] == [("user", RETURNS)]
     final = events["updates"][-1]["finalize"]
     assert complete[-1]["type"] == "ai" and complete[-1]["content"] == final["messages"][-1]["content"]
     assert "[doc_" in complete[-1]["content"]
