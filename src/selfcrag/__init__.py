@@ -10,11 +10,12 @@ Importing is cheap: the embedding model and the index load on the first run.
 from __future__ import annotations
 
 import logging
+import sys
+import types
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from selfcrag.backend import Components, model_components, offline_components
-from selfcrag.context import Context
 from selfcrag.errors import (
     BudgetSpent,
     CalibrationDataError,
@@ -44,10 +45,44 @@ from selfcrag.errors import (
     Unreadable,
     WebSearchError,
 )
-from selfcrag.graph import build_graph, graph
-from selfcrag.knowledge.ingestion import ingest
-from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
-from selfcrag.knowledge.langchain_store import KnowledgeBaseVectorStore
+
+if TYPE_CHECKING:
+    from selfcrag.backend import Components, model_components, offline_components
+    from selfcrag.context import Context
+    from selfcrag.graph import build_graph, graph
+    from selfcrag.knowledge.ingestion import ingest
+    from selfcrag.knowledge.langchain_objects import LocalEmbeddings, load_index
+    from selfcrag.knowledge.langchain_store import KnowledgeBaseVectorStore
+
+# The API's heavy names load when first used (PEP 562), so that `import selfcrag.anything` (the CLI, its
+# `--version` and `--help`) does not import LangGraph, LangChain and the graph: the name and the module it is in.
+LAZY = {"Components": "selfcrag.backend", "model_components": "selfcrag.backend",
+        "offline_components": "selfcrag.backend", "Context": "selfcrag.context", "build_graph": "selfcrag.graph",
+        "graph": "selfcrag.graph", "ingest": "selfcrag.knowledge.ingestion",
+        "LocalEmbeddings": "selfcrag.knowledge.langchain_objects",
+        "load_index": "selfcrag.knowledge.langchain_objects",
+        "KnowledgeBaseVectorStore": "selfcrag.knowledge.langchain_store"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in LAZY:
+        raise AttributeError(f"module 'selfcrag' has no attribute {name!r}")
+    value = getattr(import_module(LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """`selfcrag.graph` is the compiled graph, as `from selfcrag.graph import graph` made it when this module
+    imported it: importing the submodule `selfcrag.graph` would otherwise set the attribute to the module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "graph" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings", "__version__", "aask", "ask",
            "build_graph", "graph", "ingest", "load_index", "model_components", "offline_components",

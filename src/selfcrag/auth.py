@@ -2,8 +2,10 @@
 from the operator's token file (selfcrag/identities.py).
 
 - Every request names a token (`Authorization: Bearer <token>` or `x-api-key: <token>`); no token, an unknown one
-  or a server with no identity file is refused in one line. `SELFCRAG_AUTH=off` is the operator's explicit choice
-  for local development (LangGraph Studio on `langgraph dev`): every request is then the operator `developer`.
+  or a server with no identity file is refused in one line. The exception is `langgraph dev` bound to a loopback
+  address with no identity file (local development, LangGraph Studio): only this machine reaches it, so every
+  request is the operator `developer`, and the server's log says so once. Any other server (another address, a
+  tunnel, `langgraph up` or a built image) needs identities.
 - A thread belongs to the identity that made it (metadata `owner`); an asker reads, searches, runs and deletes only
   its own. Reviewers read every thread; only a reviewer (or operator) resumes a thread, and only with `resume`.
 - Thread state is written by the graph alone: no client but the operator updates a thread's state or metadata,
@@ -27,11 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import ipaddress
 import os
 import re
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
@@ -40,15 +44,17 @@ from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS, Context
 from selfcrag.errors import IdentityError, SettingsError
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
-from selfcrag.setting_names import no_such_setting
+from selfcrag.setting_names import no_such_setting, say_once
 from selfcrag.trust_boundary import DOOR, OperatorSettings, looser_bar, resolve
 
 auth = Auth()
 
 DEVELOPER = Identity("developer", "operator")
 MAX_REQUEST_BYTES = 1_000_000
-SETUP = (f"set {FILE_VARIABLE} to an identity file (add a token: python -m selfcrag.identities add NAME ROLE) "
-         "or SELFCRAG_AUTH=off for local development")  # fmt: skip
+SETUP = (f"set {FILE_VARIABLE} to an identity file (add a token: python -m selfcrag.identities add NAME ROLE); "
+         "only `langgraph dev` on a loopback address runs without one")  # fmt: skip
+DEVELOPING = ("no identity file ({}) on `langgraph dev` at {}: only this machine reaches it, so every request is the "
+              "operator `developer`; a server others reach needs identities (docs/deployment.md)")  # fmt: skip
 # Paths an asker never opens: a thread's state and history, joined run and thread streams, copies, the v2
 # command endpoint, the store, crons and the MCP/A2A faces. A reviewer reads state and history.
 ASKER_DENIED = re.compile(r"^/threads/[^/]+/(state|history|stream|copy|commands)|/runs/[^/]+/(stream|join)$"
@@ -81,11 +87,31 @@ def refuse(status: int, detail: str) -> Auth.exceptions.HTTPException:
     return Auth.exceptions.HTTPException(status_code=status, detail=detail)
 
 
+def loopback_dev_server() -> str:
+    """This server's URL when it is `langgraph dev` listening on a loopback address only, else "". `langgraph dev`
+    (langgraph_api's run_server) marks its process LANGSMITH_LANGGRAPH_API_VARIANT=local_dev with the in-memory
+    runtime, and sets LANGGRAPH_API_URL from the address it binds (`--host`; a tunnel's URL with `--tunnel`), after
+    reading `.env`, so neither `.env` nor the shell can make a server that others reach look like one. An image
+    from `langgraph build` / `langgraph up` runs the server without run_server, so it never is one."""
+    if os.environ.get("LANGSMITH_LANGGRAPH_API_VARIANT") != "local_dev":
+        return ""
+    if os.environ.get("LANGGRAPH_RUNTIME_EDITION", "inmem") != "inmem":
+        return ""
+    url = os.environ.get("LANGGRAPH_API_URL", "")
+    host = urlsplit(url).hostname or ""
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    return url if local else ""
+
+
 def identity_of(token: str) -> Identity | None:
     """The identity a token names, under the operator's configuration (raises when there is none)."""
     path = os.environ.get(FILE_VARIABLE, "").strip()
-    if not path:  # identities, when the operator gave some, win over SELFCRAG_AUTH=off
-        if os.environ.get("SELFCRAG_AUTH", "").strip().lower() == "off":
+    if not path:  # identities, when the operator gave some, are used on a loopback dev server too
+        if url := loopback_dev_server():
+            say_once(DEVELOPING.format(FILE_VARIABLE, url))  # once a process (LangGraph may load this file twice)
             return DEVELOPER
         raise refuse(401, f"this server has no identities: {SETUP}")
     known = _files.setdefault(path, IdentityFile(Path(path)))
@@ -93,6 +119,19 @@ def identity_of(token: str) -> Identity | None:
         return known.lookup(token) if token else None
     except IdentityError as exc:
         raise refuse(401, f"this server's identities cannot be read ({exc}): {SETUP}") from None
+
+
+NO_TOKEN = "no valid token: send Authorization: Bearer <token> (ask the operator for one)"
+
+
+def caller(headers: dict[bytes, bytes]) -> Identity:
+    """Who sent a request, from its `Authorization: Bearer` or `x-api-key` header; refused (401) when no one."""
+    bearer = headers.get(b"authorization", b"").decode("latin-1").strip()
+    token = bearer[7:] if bearer.lower().startswith("bearer ") else headers.get(b"x-api-key", b"").decode("latin-1")
+    who = identity_of(token.strip())
+    if who is None:
+        raise refuse(401, NO_TOKEN)
+    return who
 
 
 def body_limit() -> int:
@@ -109,11 +148,7 @@ async def authenticate(headers: dict[bytes, bytes], path: str, method: str, quer
         raise refuse(403, f"the request body has {int(length):,} bytes; at most {limit:,} (SELFCRAG_MAX_REQUEST_BYTES)")
     if length is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         raise refuse(403, "a request body of unknown length (chunked) is refused; send Content-Length")
-    bearer = headers.get(b"authorization", b"").decode("latin-1").strip()
-    token = bearer[7:].strip() if bearer.lower().startswith("bearer ") else headers.get(b"x-api-key", b"").decode()
-    who = identity_of(token.strip())
-    if who is None:
-        raise refuse(401, "no valid token: send Authorization: Bearer <token> (ask the operator for one)")
+    who = caller(headers)
     denied = {"asker": ASKER_DENIED, "reviewer": REVIEWER_DENIED}.get(who.role)
     if denied is not None and denied.search(path):
         raise refuse(403, f"{who.role} {who.name} may not {method} {path}")

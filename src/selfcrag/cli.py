@@ -353,27 +353,76 @@ def _load_env_file() -> None:
         load_dotenv(".env", override=False)
 
 
-def _terminated(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+STOPPED_BY: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+UNWIND_SECONDS = 1.5  # after a signal, the run's own unwinding gets this long; then the process ends regardless
+_signalled: list[int] = []  # the first stopping signal's number
+_ending = threading.Lock()  # held by whichever of main() and the watchdog ends the process: one line, once
+
+
+def _stopped_line(signum: int) -> str:
+    return f"selfcrag: stopped by {STOPPED_BY.get(signum, f'signal {signum}')}"
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """Ctrl-C and SIGTERM (a service stopping, `kill`) unwind the run: model calls in flight are abandoned
+    (selfcrag/stopping.py), the thread's lease and a review claim are freed and an unfinished turn is closed on the
+    way out. Should something not let go (a call into native code), the process ends after UNWIND_SECONDS all the
+    same, with the same line; its lease then runs out by itself (SELFCRAG_TURN_LEASE)."""
+    if _signalled:  # a second Ctrl-C while the first unwinds: the first is already ending the run
+        return
+    _signalled.append(signum)
+    from selfcrag.stopping import stop
+
+    stop()
+
+    def end() -> None:
+        if _ending.acquire(blocking=False):  # else main() is ending the process already
+            print(_stopped_line(signum), file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+
+    timer = threading.Timer(UNWIND_SECONDS, end)
+    timer.daemon = True
+    timer.start()
+    raise KeyboardInterrupt(_stopped_line(signum))
 
 
 def main(argv: list[str] | None = None) -> int:
+    # First, so a signal at start-up ends the command in one line too, not a traceback. Only the main thread may
+    # set a handler (main() called from another thread leaves Python's own).
+    before: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        before = {signum: signal.signal(signum, _stop) for signum in STOPPED_BY}
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        signum = _signalled[0] if _signalled else signal.SIGINT
+        if _signalled and not _ending.acquire(blocking=False):
+            time.sleep(UNWIND_SECONDS)  # the watchdog is ending the process this moment, with the line
+        print(_stopped_line(signum), file=sys.stderr, flush=True)
+        if _signalled:  # the run has unwound (its lease is free): end as the signal would, without the seconds
+            sys.stdout.flush()  # an interpreter's shutdown takes to join abandoned workers and free the models
+            os._exit(128 + signum)
+        return 128 + signum
+    finally:  # main() called in process (tests, a script) gives the caller its handlers back
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def _main(argv: list[str] | None) -> int:
     from selfcrag.text.sanitize import decode_argv
 
     # Bytes that are not UTF-8 reach sys.argv as surrogate escapes, which no encoder accepts later: read them
     # back as UTF-8 here, the undecodable ones as U+FFFD (the question's cleaning removes those).
     args = parser().parse_args([decode_argv(arg) for arg in (sys.argv[1:] if argv is None else argv)])
     _load_env_file()
-    # SIGTERM (a service stopping, `kill`) unwinds like Ctrl-C, so a thread's lease and a review claim are freed
-    # at once and an unfinished turn is closed, instead of waiting for the lease to run out.
-    if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
-        signal.signal(signal.SIGTERM, _terminated)
     from selfcrag.errors import EmbeddingModelError, IngestError
     from selfcrag.store.db import database_errors, failure_line
 
     quiet_libraries()
     try:
         return int(args.run(args))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: to main() at once (database_errors() below imports psycopg)
+        raise
     except BrokenPipeError:  # `selfcrag ask ... | head -1`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -386,8 +435,6 @@ def main(argv: list[str] | None = None) -> int:
     except database_errors() as exc:  # a disk that filled or a PostgreSQL server that stopped mid-run
         print(f"selfcrag: error: {failure_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

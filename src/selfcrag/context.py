@@ -9,8 +9,9 @@
 
 Each field declares its kind here; `trust_boundary.py` enforces it at run time.
 
-Studio shows every field with its description; operator fields say so. Defaults come from the environment when set,
-else from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
+Studio shows every field with its description, once (`config_schema` is empty); operator fields say so, and are
+published `readOnly`. Defaults come from the environment when set, else from the values below (tuned on the SQuAD
+2.0 dev sample that shared/datasets allows).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import importlib.util
 import json
 import os
 import re
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -29,6 +31,7 @@ from selfcrag.quality.calibration import load
 from selfcrag.quality.thresholds import Thresholds, thresholds_for
 from selfcrag.setting_names import check_environment, no_such_setting
 
+_PUBLISHING: ContextVar[bool] = ContextVar("selfcrag_publishing_context_schema", default=False)
 ENV_PREFIX = "SELFCRAG_"  # of the environment variables that set defaults (`Context.from_env`)
 OPERATOR_NOTE = "Operator setting (environment or build_graph; a run may not change it). "
 ASSISTANT_NOTE = ("Operator setting, per assistant too (an assistant's context on a LangGraph server, the environment "
@@ -43,8 +46,12 @@ def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
 
 
 def operator(default: Any, description: str, **limits: Any) -> Any:
-    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps."""
-    return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
+    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps. Published `readOnly` (JSON
+    Schema: the server owns the value), so a form shows it without offering to change it. It stays in the
+    published schema: LangGraph's server drops every key of a run's context the schema does not list, and a client
+    that sends one must get the trust boundary's one-line refusal, not silence."""
+    return Field(default, description=OPERATOR_NOTE + description,
+                 json_schema_extra={"scope": "operator", "readOnly": True}, **limits)  # fmt: skip
 
 
 def prompt(name: str) -> Any:
@@ -461,6 +468,25 @@ class Context(BaseModel):
             raise ValueError(f"allow_per_run cannot open {', '.join(never)}: endpoints, keys and caps stay the "
                              "operator's")
         return self
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Every setting with its description: LangGraph publishes this as the graph's `context_schema`."""
+        token = _PUBLISHING.set(True)
+        try:
+            return super().model_json_schema(*args, **kwargs)
+        finally:
+            _PUBLISHING.reset(token)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """By any other road than `model_json_schema`, an empty object: LangGraph's server builds the graph's
+        `config_schema` (from `config["configurable"]`) with a TypeAdapter, and would repeat every setting there,
+        where selfcrag reads none."""
+        if _PUBLISHING.get():
+            return handler(core_schema)
+        return {"title": "Context", "type": "object", "properties": {},
+                "description": "selfcrag reads no settings from config['configurable']: send them as context"}
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Context:

@@ -12,6 +12,7 @@ from langgraph_sdk import get_client, get_sync_client
 from support.langgraph_server import ROOT, langgraph_dev
 
 from selfcrag import Context
+from selfcrag.context import OPERATOR_SETTINGS
 from selfcrag.graph import NODES, graph
 
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
@@ -39,16 +40,21 @@ def assistant_id(client):
     return assistant["assistant_id"]
 
 
-def test_schemas_publish_input_output_and_every_setting_with_its_description(client, assistant_id):
+def test_schemas_publish_input_output_and_every_setting_once_with_its_description(client, assistant_id):
     schemas = client.assistants.get_schemas(assistant_id)
 
     assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
     assert {"answer", "citations", "decision", "confidence", "scores", "missing", "trace", "llm_calls",
             "messages"} <= set(schemas["output_schema"]["properties"])  # fmt: skip
+    # Every setting (the server drops a run's context keys its schema does not list, and an operator setting a
+    # client sends must meet its one-line refusal), the operator's read-only to a form, and once: not again as
+    # config_schema.
     published = schemas["context_schema"]["properties"]
     assert set(published) == set(Context.model_fields)
     for name, f in Context.model_fields.items():
         assert published[name]["description"] == f.description, name
+        assert published[name].get("readOnly", False) is (name in OPERATOR_SETTINGS), name
+    assert schemas["config_schema"]["properties"] == {}
 
 
 def test_graph_drawing_has_every_node_and_marks_conditional_edges(client, assistant_id):
@@ -110,10 +116,12 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
     progress = [e["text"] for e in events["custom"]]
     assert any(t.startswith("graded 5 documents: ") for t in progress), progress
     assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}
-    # The offline generator copies sentences, so there are no tokens: `messages` carries the question as it enters
-    # the history, then the answer message.
-    question, complete = events["messages/complete"]
-    assert question[-1]["type"] == "human" and question[-1]["content"] == RETURNS
+    # The offline generator copies sentences, so there are no tokens: `messages` carries model output only, the
+    # answer message, and no echo of the question, which enters the thread's history all the same.
+    (complete,) = events["messages/complete"]
+    assert [m["type"] for m in complete] == ["ai"]
+    asked = events["updates"][0]["prepare"]["messages"]
+    assert [(m["role"], m["content"]) for m in asked] == [("user", RETURNS)]
     final = events["updates"][-1]["finalize"]
     assert complete[-1]["type"] == "ai" and complete[-1]["content"] == final["messages"][-1]["content"]
     assert "[doc_" in complete[-1]["content"]

@@ -93,6 +93,21 @@ def test_a_request_without_a_valid_token_is_refused_in_one_line(server):
         assert response.json()["detail"].startswith("no valid token: send Authorization: Bearer <token>")
 
 
+def test_the_servers_own_endpoints_need_a_token_and_its_internal_routes_the_operator(server):
+    url, tokens, _ = server
+    for path in ("/info", "/metrics", "/docs", "/openapi.json"):
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+            response = httpx.get(f"{url}{path}", headers=headers)
+            assert response.status_code == 401, path
+            assert response.json()["detail"].startswith("no valid token"), path
+        assert httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {tokens['alice']}"}).status_code == 200
+    # `langgraph dev`'s in-memory runtime would empty every thread, or read one raw, for anyone.
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    response = httpx.post(f"{url}/internal/truncate", json={}, headers=alice)
+    assert response.status_code == 403 and "asker alice may not open /internal/truncate" in response.text
+    assert httpx.get(f"{url}/internal/debug/thread/x", headers=alice).status_code == 403
+
+
 def test_the_held_draft_reaches_the_reviewer_and_nothing_the_asker_can_read(clients, assistant_id, held):
     alice, thread, case = clients["alice"], held["thread"], held["case"]
     draft = case["draft_answer"]

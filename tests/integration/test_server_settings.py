@@ -5,6 +5,7 @@ every run in one line. (Starting at all shows langgraph.json, `$schema` included
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
@@ -44,6 +45,13 @@ def test_a_misspelt_setting_in_the_context_is_refused_naming_the_nearest(server,
     with pytest.raises(UnprocessableEntityError) as refused:
         client.runs.create(thread, assistant_id, input={"question": RETURNS}, context=context)
     assert says in refused.value.response.text
+    # The error the SDK user sees is the one line itself, not a bare status.
+    assert str(refused.value).startswith("invalid settings: ") and says in str(refused.value), str(refused.value)
+    assert "\n" not in str(refused.value)
+    # runs.wait and runs.stream raise httpx's error, with the line as its note (shown under the traceback).
+    with pytest.raises(httpx.HTTPStatusError) as waited:
+        client.runs.wait(thread, assistant_id, input={"question": RETURNS}, context=context)
+    assert says in waited.value.response.json()["detail"] and says in " ".join(waited.value.__notes__)
     assert client.runs.list(thread) == []  # no run started
 
 

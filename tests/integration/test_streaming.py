@@ -141,3 +141,18 @@ def test_cli_stream_shows_model_tokens_and_time_to_first_token():
     assert timing, proc.stderr
     first_event, first_token, total = map(float, timing.groups())
     assert first_event <= first_token <= total
+
+
+def test_the_messages_stream_carries_model_output_only_while_the_thread_keeps_the_question():
+    parts = offline_components()
+    graph = build_graph(replace(parts, generator=WritingGenerator(parts.generator)))
+    streamed, values = [], {}
+    for mode, chunk in graph.stream({"question": RETURNS}, stream_mode=["messages", "values"]):
+        if mode == "messages":
+            streamed.append((chunk[0].type, chunk[1]["langgraph_node"]))
+        else:
+            values = chunk
+    assert streamed and {kind for kind, _ in streamed} <= {"AIMessageChunk", "ai"}, streamed  # no echo of RETURNS
+    assert {node for _, node in streamed} == {"generate", "finalize"}  # the tokens, then the answer as one message
+    assert [(m.type, m.content) for m in values["messages"]][0] == ("human", RETURNS)  # who asked what
+    assert [m.type for m in values["messages"]] == ["human", "ai"]

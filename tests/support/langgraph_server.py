@@ -54,19 +54,21 @@ def wait_until_ready(url: str, process: subprocess.Popen, log: Path, timeout: fl
 
 
 @contextmanager
-def langgraph_dev(env: dict[str, str] | None = None) -> Iterator[str]:
-    """The server's URL. Offline, whatever the developer's shell holds, with auth off (selfcrag/auth.py), plus `env`
-    (SELFCRAG_AUTH_FILE turns auth on); the test session's index cache is inherited."""
+def langgraph_dev(env: dict[str, str] | None = None, *, host: str = "127.0.0.1",
+                  log: Path | None = None) -> Iterator[str]:
+    """The server's URL (on 127.0.0.1 whatever `host` it binds). Offline, whatever the developer's shell holds, plus
+    `env`; as it comes, on loopback, every request is the operator `developer` (selfcrag/auth.py), and
+    SELFCRAG_AUTH_FILE turns identities on. The test session's index cache is inherited; the server's output goes
+    to `log` (a temporary file when None)."""
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} not found: install the dev extra (pip install -e '.[dev]')")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = Path(tempfile.mkdtemp(prefix="selfcrag-server-")) / "langgraph-dev.log"
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("TAVILY_", "OPENAI_"))}
-    # Auth off (the operator's explicit choice for local development) unless the test gives identities.
-    environment |= {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", "SELFCRAG_AUTH": "off",
-                    **(env or {})}  # fmt: skip
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
+    log = log or Path(tempfile.mkdtemp(prefix="selfcrag-server-")) / "langgraph-dev.log"
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("TAVILY_", "OPENAI_")) and k != "SELFCRAG_AUTH_FILE"}  # fmt: skip
+    environment |= {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", **(env or {})}
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", host, "--port", str(port)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)  # fmt: skip

@@ -24,6 +24,23 @@ def test_version_is_the_installed_distributions() -> None:
     assert done.returncode == 0 and done.stdout.strip() == f"selfcrag {selfcrag.__version__}"
 
 
+HEAVY = ("langgraph", "langchain_core", "numpy", "pydantic", "onnxruntime", "faiss")
+LOADED = """import sys
+from selfcrag.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY)), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["ask", "--help"], ["review", "--help"], ["ask"]])
+def test_the_cli_answers_version_help_and_usage_errors_before_it_imports_the_graph(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr  # benchmarks/cold_start.py times them
+
+
 @pytest.mark.parametrize("command", ["ask", "eval"])
 def test_choices_list_real_values(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):

@@ -11,7 +11,7 @@ import pytest
 from langgraph_sdk import Auth
 from starlette.datastructures import QueryParams
 
-from selfcrag import auth
+from selfcrag import auth, setting_names
 from selfcrag.errors import IdentityError
 from selfcrag.identities import Identity, IdentityFile, add, hashed, main
 
@@ -98,22 +98,59 @@ def door(token: str = "", path: str = "/threads", length: int = 2, query: str = 
     return asyncio.run(answer)  # type: ignore[no-any-return]
 
 
-def test_a_server_without_identities_refuses_every_request_saying_how_to_configure(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+DEV = {"LANGSMITH_LANGGRAPH_API_VARIANT": "local_dev", "LANGGRAPH_RUNTIME_EDITION": "inmem"}
+
+
+@pytest.mark.parametrize(("marks", "url", "developing"), [
+    (DEV, "http://127.0.0.1:2024", True),
+    (DEV, "http://localhost:8123", True),
+    (DEV, "http://[::1]:2024", True),
+    (DEV, "http://0.0.0.0:2024", False),  # `langgraph dev --host 0.0.0.0`: the network reaches it
+    (DEV, "http://192.168.1.5:2024", False),
+    (DEV, "https://wild-fox.trycloudflare.com", False),  # `langgraph dev --tunnel`
+    ({**DEV, "LANGGRAPH_RUNTIME_EDITION": "postgres"}, "http://127.0.0.1:2024", False),
+    ({"LANGGRAPH_RUNTIME_EDITION": "inmem"}, "http://127.0.0.1:2024", False),  # not run by `langgraph dev`
+    ({}, "", False),
+])  # fmt: skip
+def test_only_langgraph_dev_on_loopback_runs_without_identities(
+    monkeypatch: pytest.MonkeyPatch, marks: dict[str, str], url: str, developing: bool
 ) -> None:
-    monkeypatch.delenv("SELFCRAG_AUTH_FILE", raising=False)
-    monkeypatch.delenv("SELFCRAG_AUTH", raising=False)
+    for name in ("SELFCRAG_AUTH_FILE", "LANGSMITH_LANGGRAPH_API_VARIANT", "LANGGRAPH_RUNTIME_EDITION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**marks, "LANGGRAPH_API_URL": url}.items():
+        monkeypatch.setenv(name, value)
+    if developing:
+        assert door()["identity"] == "developer" and door("anything")["role"] == "operator"
+        return
     with pytest.raises(Auth.exceptions.HTTPException) as caught:
         door("anything")
     assert caught.value.status_code == 401
     assert caught.value.detail == (
         "this server has no identities: set SELFCRAG_AUTH_FILE to an identity file (add a token: python -m "
-        "selfcrag.identities add NAME ROLE) or SELFCRAG_AUTH=off for local development")
-    monkeypatch.setenv("SELFCRAG_AUTH", "off")  # the explicit choice: everyone is the developer operator
-    assert door()["identity"] == "developer" and door()["role"] == "operator"
+        "selfcrag.identities add NAME ROLE); only `langgraph dev` on a loopback address runs without one")
+
+
+def test_the_loopback_dev_server_says_once_that_everyone_is_the_developer(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("SELFCRAG_AUTH_FILE", raising=False)
+    for name, value in {**DEV, "LANGGRAPH_API_URL": "http://127.0.0.1:2024"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(setting_names, "_said", set())
+    with caplog.at_level("WARNING", logger="selfcrag.settings"):
+        door(), door(), door("x")
+    assert [r.getMessage() for r in caplog.records] == [
+        "no identity file (SELFCRAG_AUTH_FILE) on `langgraph dev` at http://127.0.0.1:2024: only this machine "
+        "reaches it, so every request is the operator `developer`; a server others reach needs identities "
+        "(docs/deployment.md)"]
+
+
+def test_identities_are_used_on_a_loopback_dev_server_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in {**DEV, "LANGGRAPH_API_URL": "http://127.0.0.1:2024"}.items():
+        monkeypatch.setenv(name, value)
     path = tmp_path / "ids.json"
     token = add(path, "alice", "asker")
-    monkeypatch.setenv("SELFCRAG_AUTH_FILE", str(path))  # identities win over `off`
+    monkeypatch.setenv("SELFCRAG_AUTH_FILE", str(path))  # identities win over the developer
     assert door(token)["identity"] == "alice"
     with pytest.raises(Auth.exceptions.HTTPException):
         door("")

@@ -22,7 +22,8 @@ ANNOTATION_ONLY = {"selfcrag.context"}
 # Lowest first. A module belongs to the longest name here that is a prefix of its own; within a layer, modules and
 # packages may import each other as long as no circle forms.
 LAYERS: list[tuple[str, ...]] = [
-    ("selfcrag.text", "selfcrag.language", "selfcrag.data_sections", "selfcrag.errors"),  # pure functions; errors
+    ("selfcrag.text", "selfcrag.language", "selfcrag.data_sections", "selfcrag.errors",
+     "selfcrag.stopping"),  # pure functions; errors; whether the process is stopping
     ("selfcrag.contract", "selfcrag.state", "selfcrag.endpoints", "selfcrag.home",
      "selfcrag.setting_names"),  # shared types; env facts; which setting names exist
     ("selfcrag.quality",),  # checks and scores over text and those types; the presets and calibration settings load
@@ -36,7 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("selfcrag.routing", "selfcrag.streaming", "selfcrag.progress", "selfcrag.progress_bar", "selfcrag.identities",
      "selfcrag.review_case", "selfcrag.testing", "selfcrag.tool"),
     ("selfcrag.nodes",),
-    ("selfcrag.graph", "selfcrag.indexer", "selfcrag.auth"),  # the two graphs langgraph.json serves, and its auth
+    ("selfcrag.graph", "selfcrag.indexer", "selfcrag.auth",
+     "selfcrag.server_paths"),  # the two graphs langgraph.json serves, its auth, and its guard on the server's paths
     ("selfcrag.threads",),  # the graph on a thread that persists; a review decided by resuming it
     ("selfcrag.terminal", "selfcrag.cli_store", "selfcrag.evaluation"),
     ("selfcrag.cli", "selfcrag"),  # the front doors: the command line and the Python API

@@ -9,7 +9,8 @@
   thread and we stop waiting at the deadline, whatever the server does (silent, one byte a second): httpx
   timeouts are per read, so the client alone cannot promise that. The abandoned thread ends when the client's
   own timeout fires (ChatOpenAI is built with `timeout=llm_timeout`); it is a daemon, so it never holds the
-  process at exit. The worker runs in a copy of the caller's context, so the node's callbacks (and with them
+  process at exit. Ctrl-C and SIGTERM (selfcrag/stopping.py) end the wait at once: the call is abandoned and
+  the run unwinds. The worker runs in a copy of the caller's context, so the node's callbacks (and with them
   `stream_mode="messages"`) and the run's limits go along.
 - Retries: transient faults (timeouts, connection errors, 408/409/429/5xx) are retried here, up to
   `MODEL_ATTEMPTS`, waiting what the server's `Retry-After` asks when that fits in the deadline (else giving up
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from selfcrag.errors import BudgetSpent, RunTimeSpent, TotalTimeoutError
 from selfcrag.llm.faults import describe, is_transient, retry_after
+from selfcrag.stopping import pause, stopping, watched
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -175,7 +177,7 @@ def call(runnable: Any, value: Any, settings: Context, config: dict[str, Any] | 
             outcome.note = (f"the server asked to retry after {asked:g} s, beyond the call's deadline" if asked
                             is not None else f"no time left before the call's deadline for attempt {attempt + 1}")
             return outcome
-        time.sleep(wait)
+        pause(wait)  # ends at once when the process is stopping (Ctrl-C, SIGTERM)
     return outcome  # pragma: no cover - the loop returns on its last attempt
 
 
@@ -203,7 +205,7 @@ def call_all(runnable: Any, values: Sequence[Any], settings: Context,
 def before(deadline: float, work: Callable[[], T], span: str) -> T:
     """`work()` in a worker thread; TotalTimeoutError when it has not finished at `deadline` (time.monotonic())."""
     result: dict[str, Any] = {}
-    done = threading.Event()
+    done, started = threading.Event(), time.monotonic()
     context = contextvars.copy_context()  # the node's config (callbacks, stream writer) and the run's limits
 
     def run() -> None:
@@ -215,7 +217,11 @@ def before(deadline: float, work: Callable[[], T], span: str) -> T:
             done.set()
 
     threading.Thread(target=run, name="selfcrag-call", daemon=True).start()
-    if not done.wait(max(0.0, deadline - time.monotonic())):
+    with watched(done):  # Ctrl-C or SIGTERM wakes this wait: the call is abandoned, its daemon thread left behind
+        finished = done.wait(max(0.0, deadline - time.monotonic()))
+    if stopping():
+        raise KeyboardInterrupt(f"the process is stopping: a call abandoned after {time.monotonic() - started:.1f} s")
+    if not finished:
         raise TotalTimeoutError(f"no complete reply within {span}")
     if "error" in result:
         raise result["error"]

@@ -83,13 +83,15 @@ def history_from(state: State, settings: Context) -> list[Turn]:
 def _question_message(state: State, question: str) -> dict[str, Any]:
     """A question sent as `question` enters the chat history as the user's message, before the answer
     finalize appends: a thread (Studio's chat view, the next turn's history) shows who asked what. A turn that
-    came as `messages` holds it already, and so does one that sent both: nothing is added."""
+    came as `messages` holds it already, and so does one that sent both: nothing is added. It is written as a
+    message dict, which the `messages` reducer makes a HumanMessage in state: `stream_mode="messages"` passes on
+    only message objects a node returns, so the stream carries model output, never an echo of the question."""
     messages = state.get("messages") or []
     if not (state.get("question") or "").strip():  # the question is the last user message
         return {}
     if messages and _is_user_message(messages[-1]) and clean_text(_text_of(messages[-1])) == question:
         return {}
-    return {"messages": [HumanMessage(question)]}
+    return {"messages": [{"role": "user", "content": question}]}
 
 
 def _is_ai_message(message: AnyMessage | dict[str, Any]) -> bool:
