@@ -58,7 +58,8 @@ class Chunk:
 
 def cleaned(doc: SourceDocument) -> SourceDocument:
     """Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters inside
-    Latin words (sanitize.clean_document)."""
+    Latin words; and, whatever the file type, no text its reader never sees (comments, image alt text, invisible
+    runs: sanitize.clean_document)."""
     return SourceDocument(doc.doc_id, clean_document(doc.title), doc.source, clean_document(doc.text), doc.metadata)
 
 
