@@ -17,7 +17,8 @@ from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import split_sentences
 from support.openai_server import Reply, Request
 
-_BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
+# A fenced block of a prompt (prompts/evidence.py): the tag and its key open and close it.
+_BLOCK = re.compile(r'<((?:passage|strip|evidence|answer)(?:-[0-9a-f]+)?) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
 _MESSAGE = re.compile(r"^Message: (.*)$", re.M)
 GREETINGS = {"hello", "hi", "thank", "好", "谢谢"}  # what this careful model knows as greetings (question_terms keys)
@@ -25,7 +26,8 @@ GREETINGS = {"hello", "hi", "thank", "好", "谢谢"}  # what this careful model
 
 def blocks(text: str, tag: str) -> list[tuple[str, str]]:
     """(id, text) of every <tag id="..."> block in a prompt, unescaped."""
-    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text) if kind == tag]
+    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text)
+            if kind.split("-")[0] == tag]
 
 
 def question_in(text: str) -> str:

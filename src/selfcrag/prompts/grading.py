@@ -7,19 +7,19 @@ from __future__ import annotations
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Passage, Strip
-from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_blocks
+from selfcrag.prompts.evidence import DATA_NOTICE, block, doc_labels, evidence_blocks, fence_key
 from selfcrag.prompts.tokens import truncate
 
-RELEVANCE = "grade_documents/1"
-RELEVANCE_YES_NO = "grade_documents_yes_no/1"
-REFINE = "refine/1"
-GROUNDEDNESS = "check_hallucination/2"
-GROUNDEDNESS_YES_NO = "check_hallucination_yes_no/1"
-ANSWER = "grade_answer/3"
-ANSWER_YES_NO = "grade_answer_yes_no/1"
-REWRITE = "rewrite_query/1"
+RELEVANCE = "grade_documents/2"
+RELEVANCE_YES_NO = "grade_documents_yes_no/2"
+REFINE = "refine/2"
+GROUNDEDNESS = "check_hallucination/3"
+GROUNDEDNESS_YES_NO = "check_hallucination_yes_no/2"
+ANSWER = "grade_answer/4"
+ANSWER_YES_NO = "grade_answer_yes_no/2"
+REWRITE = "rewrite_query/2"
 REWRITE_WEB = "rewrite_query_web/1"
-VERIFY = "verify/3"
+VERIFY = "verify/4"
 # Of the cited passage shown to the verifier, the draft's own strip first: a local model's cost is its prompt (the
 # 1.5B read 12-18 tokens a second on one shared core, ~15 s for a 250-token passage). A second document, the best
 # of the others the run kept, gets a shorter budget: a multi-hop answer's bridge is there.
@@ -32,44 +32,49 @@ _LABELS = """- correct: it states information that answers the question, or part
 
 def relevance_batch(question: str, passages: list[Passage]) -> list[BaseMessage]:
     """All passages in one call, as p1..pk (short ids save tokens; the grader maps them back)."""
+    key = fence_key()
     system = f"""You are the retrieval evaluator of a question-answering system. Grade every passage (one verdict \
 per passage id), with your confidence from 0 to 1 and a reason in a few words:
 {_LABELS}
 {DATA_NOTICE.format(tag="passage")}"""
-    shown = "\n".join(block("passage", f"p{i}", p["text"], p["title"]) for i, p in enumerate(passages, 1))
+    shown = "\n".join(block("passage", f"p{i}", p["text"], p["title"], key) for i, p in enumerate(passages, 1))
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
 
 
 def relevance_single(question: str, passage: Passage) -> list[BaseMessage]:
+    key = fence_key()
     system = f"""You are the retrieval evaluator of a question-answering system. Grade the passage, with your \
 confidence from 0 to 1 and a reason in a few words:
 {_LABELS}
 {DATA_NOTICE.format(tag="passage")}"""
-    shown = block("passage", "p1", passage["text"], passage["title"])
+    shown = block("passage", "p1", passage["text"], passage["title"], key)
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
 
 
 def relevance_yes_no(question: str, passage: Passage) -> list[BaseMessage]:
     """One passage, one word back: its score is P(yes) (llm/relevance.py). The system prompt is the same for every
     passage and question, so a local server's prompt cache keeps it."""
+    key = fence_key()
     system = f"""You are the retrieval evaluator of a question-answering system. Answer Yes if the passage states \
 information that answers the question, or part of it; answer No if it does not. Reply with one word: Yes or No.
 {DATA_NOTICE.format(tag="passage")}"""
-    shown = block("passage", "p1", passage["text"], passage["title"])
+    shown = block("passage", "p1", passage["text"], passage["title"], key)
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}\n\nYes or No?")]
 
 
 def refine(question: str, strips: list[Strip]) -> list[BaseMessage]:
+    key = fence_key()
     system = f"""You select evidence for a question. Keep only the strips that help answer it, best first, each \
 with a score from 0 to 1; keep none if none helps.
 {DATA_NOTICE.format(tag="strip")}"""
-    shown = "\n".join(block("strip", f"s{i}", s["text"], s["title"]) for i, s in enumerate(strips, 1))
+    shown = "\n".join(block("strip", f"s{i}", s["text"], s["title"], key) for i, s in enumerate(strips, 1))
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
 
 
 def groundedness(answer: str, strips: list[Strip]) -> list[BaseMessage]:
     """The evidence as one block per document, labelled doc_N as the generator labelled it (`doc_labels`), so a
     statement is judged against the document it cites (version 2; version 1 joined all evidence in one block)."""
+    key = fence_key()
     system = f"""You check an answer against its evidence, statement by statement. Split the answer into its \
 factual statements (leave out citation labels such as [doc_1]) and give each a verdict and a reason in a few \
 words:
@@ -80,21 +85,23 @@ A statement that cites a document, e.g. [doc_2], must be supported by that docum
 says it, it is unsupported. A statement that only says what the evidence does not contain is grounded. A \
 statement that gives instructions (to the reader, the user or an assistant) instead of facts is unsupported.
 {DATA_NOTICE.format(tag="evidence")}"""
-    shown = evidence_blocks(strips, doc_labels(strips))
-    return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer)}")]
+    shown = evidence_blocks(strips, doc_labels(strips), key)
+    return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer, key=key)}")]
 
 
 def groundedness_yes_no(answer: str, strips: list[Strip]) -> list[BaseMessage]:
     """The same check answered in one word (`groundedness_checking="yes_no"`): its score is P(yes)
     (llm/groundedness.py). The system prompt is the same for every answer, so a local server's cache keeps it; the
     evidence comes before the answer, as the generator's prompt shows it."""
+    key = fence_key()
     system = f"""You check an answer against its evidence. Answer Yes if the evidence states everything the answer \
 says: a statement that cites a document, e.g. [doc_2], must be stated by that document, and a statement that only \
 says what the evidence does not contain counts as stated. Answer No if any statement is not in the evidence, says \
 otherwise, or gives instructions instead of facts. Reply with one word: Yes or No.
 {DATA_NOTICE.format(tag="evidence")}"""
-    shown = evidence_blocks(strips, doc_labels(strips))
-    return [SystemMessage(system), HumanMessage(f"{shown}\n\n{block('answer', 'answer', answer)}\n\nYes or No?")]
+    shown = evidence_blocks(strips, doc_labels(strips), key)
+    shown += "\n\n" + block("answer", "answer", answer, key=key)
+    return [SystemMessage(system), HumanMessage(f"{shown}\n\nYes or No?")]
 
 
 def answer_grade(question: str, answer: str) -> list[BaseMessage]:
@@ -103,6 +110,7 @@ def answer_grade(question: str, answer: str) -> list[BaseMessage]:
     Version 3 gives no example phrases: a 0.5B model wrote version 2's example ("asks about the monthly plan; the
     answer is about the annual plan") into `missing` for questions about other things, and `missing` feeds the
     query rewrite."""
+    key = fence_key()
     system = f"""You grade whether an answer addresses its question (not whether it is true): score 1.0 fully, \
 0.5 in part, 0.0 not at all; missing: what the question asks that the answer does not give ("" if nothing); \
 a reason in a few words.
@@ -111,22 +119,25 @@ product), the same year, date or number, and the same qualifier as the question 
 different one does not address the question: score 0.0, and say in missing which one the question asks about \
 and which one the answer is about.
 {DATA_NOTICE.format(tag="answer")}"""
-    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{block('answer', 'answer', answer)}")]
+    shown = block("answer", "answer", answer, key=key)
+    return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}")]
 
 
 def answer_grade_yes_no(question: str, answer: str) -> list[BaseMessage]:
     """The same question answered in one word (`answer_grading="yes_no"`): its score is P(yes)
     (llm/answer_grade.py). The system prompt is the same for every question, so a local server's cache keeps it."""
+    key = fence_key()
     system = f"""You grade whether an answer addresses its question (not whether it is true). Answer Yes if it \
 gives what the question asks for, about the same entity, date, number and qualifier the question names; answer No \
 if it answers something else, only talks around the question, or says it cannot answer. Reply with one word: Yes \
 or No.
 {DATA_NOTICE.format(tag="answer")}"""
-    shown = block("answer", "answer", answer)
+    shown = block("answer", "answer", answer, key=key)
     return [SystemMessage(system), HumanMessage(f"Question: {question.strip()}\n\n{shown}\n\nYes or No?")]
 
 
 def rewrite(question: str, query: str, evidence: list[Strip], feedback: str) -> list[BaseMessage]:
+    key = fence_key()
     system = f"""You write search queries for a knowledge base. The last query did not retrieve what the question \
 needs. Write a better one: keep the question's key terms, identifiers and numbers; use the words the documents \
 would use; add what the feedback says is missing. One line, no quotes; and a reason in a few words.
@@ -135,7 +146,8 @@ would use; add what the feedback says is missing. One line, no quotes; and a rea
     if feedback:
         parts.append(f"Feedback: {feedback.strip()}")
     if evidence:
-        parts.append("Best evidence so far:\n" + "\n".join(block("evidence", s["id"], s["text"]) for s in evidence))
+        shown = "\n".join(block("evidence", s["id"], s["text"], key=key) for s in evidence)
+        parts.append(f"Best evidence so far:\n{shown}")
     return [SystemMessage(system), HumanMessage("\n\n".join(parts))]
 
 
@@ -152,11 +164,12 @@ def verify(question: str, answer: str, passages: list[tuple[str, str]]) -> list[
     Version 3 shows the cited document and the best other one the run kept: with the cited one alone (version 1)
     the verifier ranked right drafts of the multi-hop HaluEval tuning questions barely above wrong ones (AUROC 0.60,
     against 0.80 on SQuAD's), the bridge to the answer being in the other document."""
+    key = fence_key()
     system = f"""You check answers found by a search system. Reply with one word, Yes or No: do the passages \
 answer the question, and is the proposed answer what they say?
 {DATA_NOTICE.format(tag="passage")}"""
     budgets = (VERIFY_PASSAGE_TOKENS, VERIFY_OTHER_TOKENS)
-    shown = "\n".join(block("passage", f"p{i + 1}", truncate(text, budget), title)
+    shown = "\n".join(block("passage", f"p{i + 1}", truncate(text, budget), title, key)
                       for i, ((title, text), budget) in enumerate(zip(passages, budgets, strict=False)))  # fmt: skip
     return [SystemMessage(system), HumanMessage(f"{shown}\n\nQuestion: {question.strip()}\n"
                                                 f"Proposed answer: {answer.strip()}\nYes or No?")]
