@@ -74,7 +74,8 @@ def test_generation_prompt_has_its_layers_in_order():
     assert last.content.count(f"</evidence-{key}>") == 2  # the injected closing tag was escaped
     assert all(key in m.content for m in middle[:-2:2])  # the examples are fenced with the same key
     assert "- Returns take 45 days." in last.content and "do not repeat" in last.content
-    assert last.content.index(f"</evidence-{key}>") < last.content.index("Question:") < last.content.index("do not repeat")
+    closed = last.content.index(f"</evidence-{key}>")
+    assert closed < last.content.index("Question:") < last.content.index("do not repeat")
     assert prompt.name == f"{VERSION} (qa, local)"
 
 

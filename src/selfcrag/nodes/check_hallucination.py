@@ -12,8 +12,8 @@ from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
 from selfcrag.context import Context
-from selfcrag.nodes import model_notes, spent
 from selfcrag.contract import GroundednessCheck, Strip
+from selfcrag.nodes import model_notes, spent
 from selfcrag.offline.groundedness import instruction_claim
 from selfcrag.progress import emit
 from selfcrag.quality.echoes import echoes, planted_sentences

@@ -1,9 +1,9 @@
 """The output check: an answer sentence is not published when what it says comes only from a sentence of a
-document that addresses the reader or the assistant (a planted instruction), however the check that found that
-sentence worked (today the detector, `quality/injection.py`: every step that removes a sentence lists it in its
-trace entry's `injection`, and that list is what this check reads). Those sentences are removed from the evidence before any model reads it, so an answer that
-still says what only they said was steered by them (a model that obeyed before the filter, a generator that
-paraphrased a planted line the filter cut) or invented it.
+document that addresses the reader or the assistant (a planted instruction), whichever check found that sentence:
+every step that removes one lists it in its trace entry's `injection` (the detector, `quality/injection.py`; on the
+model backend the model-judged screen too), and that list is what this check reads. Those sentences are removed
+from the evidence before any model reads it, so an answer that still says what only they said was steered by them
+(a model that obeyed them elsewhere, a generator that paraphrased a planted line) or invented it.
 
 An answer sentence comes from a planted sentence when that sentence holds at least `echo_share` of its words
 (data/injection_checks.json) and more of them than any sentence of the evidence kept: "Store vouchers can be refunded
