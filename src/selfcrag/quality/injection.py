@@ -183,6 +183,33 @@ def clean_passages(passages: list[Passage]) -> tuple[list[Passage], list[Removed
     return clean, removed
 
 
+def drop(passages: list[Passage], found: list[tuple[str, str]]) -> tuple[list[Passage], list[Removed]]:
+    """Passages without the (passage id, sentence) pairs another check found (the model-judged screen): a line
+    keeps its other sentences, as `scan` keeps them; a pair with sentence "" removes its passage whole, and so does
+    a passage left with no text. Also what was removed, as `clean_passages` reports it."""
+    by_id: dict[str, set[str]] = {}
+    for ident, sentence in found:
+        by_id.setdefault(ident, set()).add(sentence)
+    kept: list[Passage] = []
+    removed: list[Removed] = []
+    for passage in passages:
+        taken = by_id.get(passage["id"])
+        if not taken:
+            kept.append(passage)
+            continue
+        if "" in taken:
+            removed.append(Removed(id=passage["id"], sentence=passage["text"]))
+            continue
+        lines: list[str] = []
+        for line, sentences in zip(passage["text"].splitlines(), units(passage["text"]), strict=True):
+            left = [s for s in sentences if s not in taken]
+            removed += [Removed(id=passage["id"], sentence=s) for s in sentences if s in taken]
+            lines += [line] if len(left) == len(sentences) else [" ".join(left)] if left else []
+        if text := "\n".join(lines).strip():
+            kept.append(Passage(**(passage | {"text": text})))
+    return kept, removed
+
+
 def reason(removed: list[Removed]) -> str:
     """What a trace step's reason adds when it removed something ("" when nothing was removed)."""
     if not removed:
