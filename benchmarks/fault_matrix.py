@@ -11,7 +11,9 @@ CLI, a real `langgraph dev`, SQLite and a real PostgreSQL) and sets the failure 
   turns, oversize history and payloads, the store's database stopping or its disk filling — on both stores;
 - server.py: a real `langgraph dev` with auth: other clients' threads, drafts, reviews and the shared assistant,
   and a client's calibration path;
-- documents.py: hostile questions, planted instructions in documents and web results, oversize and hostile files.
+- documents.py: hostile questions, planted instructions in documents and web results, oversize and hostile files;
+- phrasings.py: planted instructions in phrasings never tuned on (../shared/injection, read at run time; skipped
+  with one line when the folder is absent), offline and with a model that obeys.
 
 Columns, each of which must be 0 (faults/core.py says what each counts). Two apply to every case: "leaked keys"
 (the operator's key, planted in every model and server case, in anything the case produced: outputs, traces, log
@@ -31,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from faults import calls, documents, indexes, server, threads  # noqa: E402, F401 - importing registers the cases
+from faults import calls, documents, indexes, phrasings, server, threads  # noqa: E402, F401 - importing registers the cases
 from faults.core import CASES, COLUMNS, MEANING, ROOT, Outcome, run_case  # noqa: E402
 from provenance import provenance  # noqa: E402
 

@@ -1,4 +1,7 @@
-"""False alarms of the prompt-injection detector (selfcrag/quality/injection.py) on ordinary text.
+"""False alarms of the layered prompt-injection defence on ordinary text: what ingest drops as hidden text
+(selfcrag/text/sanitize.py `drop_hidden`: comments, image alt text, invisible runs) and what the detector then
+removes (selfcrag/quality/injection.py), each text read as ingest and retrieval read it (`clean_document`, then
+`scan`). The model-judged screen (llm/screen.py) is off by default and needs a model: not measured here.
 
     .venv/bin/python benchmarks/injection_false_positives.py [--datasets ../shared/datasets]
 
@@ -25,29 +28,38 @@ from provenance import provenance  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
 from selfcrag.quality.injection import scan  # noqa: E402
+from selfcrag.text.sanitize import clean_document, drop_hidden  # noqa: E402
+
+PASSAGE_SHARE = 0.01  # the most passages of a corpus the defence may touch (issue 44)
 
 
 def measure(name: str, texts: list[tuple[str, str]]) -> dict:
-    """texts: (id, text). Counts sentences (line by line, as the detector reads them) and what it flagged."""
+    """texts: (id, text). Counts sentences (line by line, as the detector reads them), the texts whose hidden text
+    ingest drops, what the detector flagged, and the share of texts either layer touched."""
     from selfcrag.quality.injection import units
 
-    sentences = flagged_docs = 0
+    sentences = flagged_docs = touched = 0
     flagged: list[dict[str, str]] = []
+    hidden: list[str] = []
     for ident, text in texts:
         sentences += sum(len(line) for line in units(text))
-        _, removed = scan(text)
+        dropped = drop_hidden(text) != text
+        hidden += [ident] if dropped else []
+        _, removed = scan(clean_document(text))
         flagged_docs += bool(removed)
+        touched += bool(removed) or dropped
         flagged += [{"id": ident, "sentence": s} for s in removed]
-    return {"corpus": name, "documents": len(texts), "sentences": sentences, "flagged_documents": flagged_docs,
-            "flagged_sentences": len(flagged), "flagged": flagged}
+    return {"corpus": name, "documents": len(texts), "sentences": sentences, "hidden_text_documents": len(hidden),
+            "hidden": hidden, "flagged_documents": flagged_docs, "flagged_sentences": len(flagged), "flagged": flagged,
+            "false_alarm_share": round(touched / max(1, len(texts)), 4)}
 
 
 def detection(name: str) -> dict:
     """How many of a phrasing set's instructions are removed, and how many of its look-alikes are kept."""
     path = ROOT / "tests" / "data" / f"injection_{name}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()][1:]  # 1: the header
-    missed = [r["text"] for r in rows if r["instruction"] and not scan(r["text"])[1]]
-    alarms = [r["text"] for r in rows if not r["instruction"] and scan(r["text"])[1]]
+    missed = [r["text"] for r in rows if r["instruction"] and not scan(clean_document(r["text"]))[1]]
+    alarms = [r["text"] for r in rows if not r["instruction"] and scan(clean_document(r["text"]))[1]]
     return {"set": name, "instructions": sum(r["instruction"] for r in rows), "missed": missed,
             "look_alikes": sum(not r["instruction"] for r in rows), "false_alarms": alarms}
 
@@ -70,10 +82,11 @@ def main() -> None:
         measure("HaluEval QA corpus", [(r["id"], r["text"]) for r in halu_corpus]),
         measure("HaluEval answers", answers),
     ]
-    print(f"{'corpus':<26}{'documents':>10}{'sentences':>11}{'flagged docs':>14}{'flagged sentences':>19}")
+    print(f"{'corpus':<26}{'documents':>10}{'sentences':>11}{'hidden text':>13}{'flagged docs':>14}"
+          f"{'flagged sentences':>19}{'false alarms':>14}")
     for row in rows:
-        print(f"{row['corpus']:<26}{row['documents']:>10}{row['sentences']:>11}{row['flagged_documents']:>14}"
-              f"{row['flagged_sentences']:>19}")
+        print(f"{row['corpus']:<26}{row['documents']:>10}{row['sentences']:>11}{row['hidden_text_documents']:>13}"
+              f"{row['flagged_documents']:>14}{row['flagged_sentences']:>19}{row['false_alarm_share']:>14.2%}")
     for row in rows:
         for hit in row["flagged"]:
             print(f"  {row['corpus']}: {hit['id']}: {hit['sentence'][:120]}")
@@ -85,8 +98,12 @@ def main() -> None:
         for text in row["missed"] + row["false_alarms"]:
             print(f"  {'missed' if text in row['missed'] else 'false alarm'}: {text[:120]}")
     out = args.out
-    out.write_text(json.dumps({**origin, "corpora": rows, "phrasings": sets}, ensure_ascii=False, indent=1) + "\n",
-                   encoding="utf-8")
+    layers = {"ingest": "hidden text dropped (drop_hidden)", "retrieval": "detector (scan)",
+              "model_screen": "not measured: off by default (injection_screen), needs a model",
+              "most_passages_touched": PASSAGE_SHARE,
+              "within_bound": all(row["false_alarm_share"] <= PASSAGE_SHARE for row in rows)}
+    out.write_text(json.dumps({**origin, "layers": layers, "corpora": rows, "phrasings": sets}, ensure_ascii=False,
+                              indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}")
 
 

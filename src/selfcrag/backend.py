@@ -19,6 +19,7 @@ from selfcrag.contract import (
     Embedder,
     Generator,
     GroundednessChecker,
+    InjectionScreen,
     QueryRewriter,
     QuestionRouter,
     Refiner,
@@ -79,6 +80,12 @@ def _offline_router() -> QuestionRouter:
     return OfflineRouter()
 
 
+def _no_screen() -> InjectionScreen:
+    from selfcrag.offline.screen import NoScreen
+
+    return NoScreen()
+
+
 def _verifier() -> AnswerVerifier:
     from selfcrag.llm.verifier import ModelVerifier
 
@@ -99,6 +106,8 @@ class Components:
     embedder: Embedder | None = None  # builds and reads the default index
     # Asked about the draft to show when the `verifier` setting names a model (either backend; off by default).
     verifier: AnswerVerifier = field(default_factory=_verifier)
+    # Asked about every retrieved passage, after the detector: the model-judged injection check (model backend).
+    screen: InjectionScreen = field(default_factory=_no_screen)
 
     def __post_init__(self) -> None:
         for role, protocol in ROLE_CONTRACTS.items():
@@ -114,7 +123,7 @@ class Components:
 ROLE_CONTRACTS: dict[str, type] = {
     "relevance": RelevanceGrader, "refiner": Refiner, "generator": Generator, "groundedness": GroundednessChecker,
     "answer_grader": AnswerGrader, "rewriter": QueryRewriter, "web": WebSearch, "router": QuestionRouter,
-    "retriever": Retriever, "verifier": AnswerVerifier,
+    "retriever": Retriever, "verifier": AnswerVerifier, "screen": InjectionScreen,
 }  # fmt: skip
 
 
@@ -245,6 +254,7 @@ def model_components(
     from selfcrag.llm.relevance import LLMRelevanceGrader
     from selfcrag.llm.rewriter import LLMRewriter
     from selfcrag.llm.router import LLMRouter
+    from selfcrag.llm.screen import ModelScreen
 
     local = offline_components(retriever, embedder, web)
     models = ChatModels(llm, grader_llm)
@@ -257,6 +267,7 @@ def model_components(
         rewriter=LLMRewriter(models),
         web=local.web,
         router=LLMRouter(models),
+        screen=ModelScreen(models),
         retriever=local.retriever,
         embedder=local.embedder,
     )
@@ -304,7 +315,7 @@ def auto_components(
     """Models when the run's `backend` setting says so, or (`auto`) when OPENAI_API_KEY or OPENAI_BASE_URL is set;
     else offline. Nothing is loaded or connected until a run needs it."""
     backends = _Backends(retriever, embedder or LazyEmbedder(), web or TavilyWebSearch())
-    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter", "router")
+    roles = ("relevance", "refiner", "generator", "groundedness", "answer_grader", "rewriter", "router", "screen")
     chosen: dict[str, Any] = {role: _Chosen(backends, role) for role in roles}
     _, shared_embedder, shared_web = backends.shared
     return Components(**chosen, web=shared_web, retriever=retriever, embedder=shared_embedder)

@@ -237,6 +237,13 @@ class Context(BaseModel):
         "", "OpenAI-compatible server of the `verifier` model, e.g. http://127.0.0.1:8090/v1; empty = OPENAI_BASE_URL, "
         "else OpenAI. It gets SELFCRAG_API_KEY (or no key) unless it is OPENAI_BASE_URL.",
     )
+    injection_screen: bool = operator(
+        False,
+        "Model backend: ask the grader model of every retrieved passage (once per text, kept in the cache) whether "
+        "it tells a reader or an AI what to say or do, and remove the sentences it says yes to (llm/screen.py), "
+        "beside the detector that needs no model. Off by default: the bundled 0.5B model scores planted and "
+        "ordinary sentences alike (docs/quality.md); turn it on with a model that tells them apart.",
+    )
     llm_timeout: float = operator(
         30.0, "Seconds one model call may take in all (a deadline, not a read timeout).", gt=0.0
     )

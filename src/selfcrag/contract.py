@@ -162,6 +162,18 @@ class Verification(ModelUse):
     reply: str = ""  # the first words of the reply, for the trace
 
 
+@dataclass
+class Screening(ModelUse):
+    """What the model-judged injection screen found in retrieved passages: (passage id, sentence) pairs to remove
+    as addressed to the reader or the assistant; a passage id with sentence "" is removed whole."""
+
+    removed: list[tuple[str, str]] = field(default_factory=list)
+
+
+class InjectionScreen(Protocol):
+    def screen(self, passages: list[Passage], settings: Context) -> Screening: ...
+
+
 class Retriever(Protocol):
     def retrieve(self, query: str, settings: Context) -> list[Passage]: ...
 

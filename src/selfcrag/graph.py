@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # langchain_core.language_models pulls LangSmith's tracers: ~
 
 NODES = (prepare, contextualize, route_question, retrieve, first_draft, grade_documents, refine, web_search, generate,
          check_hallucination, grade_answer, judge, rewrite_query, verify, finalize, human_review)  # fmt: skip
-MODEL_NODES = {"contextualize", "route_question", "first_draft", "grade_documents", "refine", "web_search",
+MODEL_NODES = {"contextualize", "route_question", "retrieve", "first_draft", "grade_documents", "refine", "web_search",
                "generate", "check_hallucination", "grade_answer", "rewrite_query", "verify"}  # fmt: skip
 NAME = "selfcrag"  # of the compiled graph: traces and Studio show it (LangGraph's default is "LangGraph")
 

@@ -51,7 +51,8 @@ ROLES = {"PassageGrades": "relevance", "PassageVerdict": "relevance", "StripChoi
          "StatementCheck": "groundedness", "AnswerVerdict": "answer_grade", "SearchQuery": "rewrite",
          "StandaloneQuestion": "contextualize", "QuestionRoute": "route"}  # fmt: skip
 _SCHEMA_TITLE = re.compile(r'matching this JSON schema: \{"title":\s*"(\w+)"')
-_BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
+# A fenced block of a prompt (prompts/evidence.py): the tag and its key open and close it.
+_BLOCK = re.compile(r'<((?:passage|strip|evidence|answer)(?:-[0-9a-f]+)?) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^(?:Last )?[Qq]uestion: (.*)$", re.M)
 _USER_TURN = re.compile(r"^User: (.*)$", re.M)
 _MESSAGE = re.compile(r"^Message: (.*)$", re.M)
@@ -142,4 +143,5 @@ class FakeChatModel(BaseChatModel):
 
 def _blocks(text: str, tag: str) -> list[tuple[str, str]]:
     """(id, text) of every <tag id="..."> block of a prompt, unescaped."""
-    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text) if kind == tag]
+    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text)
+            if kind.split("-")[0] == tag]

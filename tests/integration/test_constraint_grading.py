@@ -29,7 +29,7 @@ def test_the_prompt_asks_about_the_constraints_and_the_rule_overrules_a_model_th
         grade = grader.grade(QUESTION, SWAPPED, Context())
         kept = grader.grade(QUESTION, "The monthly plan costs $120 per year. [doc_1]", Context())
     system = server.asking("grade whether an answer")[0].system
-    assert "same entity" in system and "same qualifier" in system and grading.ANSWER == "grade_answer/3"
+    assert "same entity" in system and "same qualifier" in system and grading.ANSWER == "grade_answer/4"
     assert not grade.useful and grade.violations == 1 and grade.llm_calls == 1
     assert 'asks about "monthly plan"; the answer says "annual plan"' in grade.missing
     assert "rule: the question asks about 'monthly plan'" in grade.reason

@@ -64,7 +64,7 @@ def test_the_model_backend_makes_one_rewrite_call_for_a_follow_up_and_none_for_a
         followed = graph.invoke({"messages": [*earlier, HumanMessage(FOLLOW_UP)]})
         assert len(server.asking(CONTEXTUALIZE)) == 1
         step = contextualize_step(followed)
-        assert step["question"] == standalone and step["prompt"] == "contextualize/1" and not step.get("error")
+        assert step["question"] == standalone and step["prompt"] == "contextualize/2" and not step.get("error")
         [retrieved] = [s for s in followed["trace"] if s["node"] == "retrieve"][:1]
         assert standalone in retrieved["reason"]  # retrieval used the standalone question
         assert "2 business days" in followed["answer"]

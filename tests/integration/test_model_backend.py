@@ -169,7 +169,7 @@ def test_tokens_in_the_output_are_the_tokens_the_server_counted():
     assert result["llm_calls"] == len(server.requests)
     assert result["tokens"] == server.tokens > 0
     assert {s["prompt"] for s in result["trace"] if s.get("prompt")} == {"route_question/1",
-        "generate/2 (qa, local)", "check_hallucination/2", "grade_answer/3"}
+        "generate/3 (qa, local)", "check_hallucination/3", "grade_answer/4"}
 
 
 # --- routes ----------------------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_k_passages_are_graded_in_one_call_or_in_k_concurrent_calls(mode, calls)
             {"question": "How many days do I have to return an item?"})
     grading = server.asking(GRADES if mode == "batch" else ONE_GRADE)
     assert len(grading) == calls
-    assert sum(r.user.count("<passage ") for r in grading) == len(SHELF)
+    assert sum(r.user.count("<passage-") for r in grading) == len(SHELF)
     assert not errors(result)
     (graded,) = [s for s in result["trace"] if s["node"] == "grade_documents"]
     assert [g["label"] for g in graded["grades"]] == ["correct", "correct", "incorrect"]

@@ -17,7 +17,8 @@ from selfcrag.text.terms import coverage, question_terms
 from selfcrag.text.text import split_sentences
 from support.openai_server import Reply, Request
 
-_BLOCK = re.compile(r'<(passage|strip|evidence|answer) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
+# A fenced block of a prompt (prompts/evidence.py): the tag and its key open and close it.
+_BLOCK = re.compile(r'<((?:passage|strip|evidence|answer)(?:-[0-9a-f]+)?) id="([^"]*)"[^>]*>\n(.*?)\n</\1>', re.S)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
 _MESSAGE = re.compile(r"^Message: (.*)$", re.M)
 GREETINGS = {"hello", "hi", "thank", "好", "谢谢"}  # what this careful model knows as greetings (question_terms keys)
@@ -25,7 +26,8 @@ GREETINGS = {"hello", "hi", "thank", "好", "谢谢"}  # what this careful model
 
 def blocks(text: str, tag: str) -> list[tuple[str, str]]:
     """(id, text) of every <tag id="..."> block in a prompt, unescaped."""
-    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text) if kind == tag]
+    return [(ident, html.unescape(body)) for kind, ident, body in _BLOCK.findall(text)
+            if kind.split("-")[0] == tag]
 
 
 def question_in(text: str) -> str:
@@ -43,8 +45,10 @@ class Plausible:
     """Which prompt is which is read from its system prompt; what to answer, from its evidence and question."""
 
     def __init__(self, relevant: Callable[[str, str], bool] = on_topic, unsupported: set[str] | None = None,
-                 answer: Callable[[str, list[tuple[str, str]]], str] | None = None, usefulness: float = 0.9) -> None:
+                 answer: Callable[[str, list[tuple[str, str]]], str] | None = None, usefulness: float = 0.9,
+                 planted: Callable[[str], bool] = lambda text: False) -> None:
         self.relevant = relevant
+        self.planted = planted  # the injection screen's verdict on a text (llm/screen.py): True is "Yes"
         self.unsupported = unsupported or set()  # statements containing one of these are judged unsupported
         self.answer = answer or best_sentence_answer
         self.usefulness = usefulness
@@ -56,6 +60,8 @@ class Plausible:
             message = (_MESSAGE.findall(user) or [""])[-1]
             chatting = set(question_terms(message)) <= GREETINGS  # nothing but greetings, or no content word at all
             return {"route": "direct" if chatting else "retrieve", "reason": "greeting" if chatting else "a question"}
+        if "You screen text" in system:
+            return "Yes" if self.planted(blocks(user, "passage")[0][1]) else "No"
         if "Grade every passage" in system:
             return {"grades": [self._verdict(question, ident, text) for ident, text in blocks(user, "passage")]}
         if "Grade the passage" in system:

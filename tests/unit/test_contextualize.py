@@ -97,7 +97,7 @@ def test_the_node_rewrites_a_follow_up_with_one_call_and_the_trace_shows_both():
     result = run(model, history)
     [step] = [s for s in result["trace"] if s["node"] == "contextualize"]
     assert step["decision"] == "standalone question" and step["asked"] == "And how long does it take to arrive?"
-    assert "express shipping" in step["question"] and step["prompt"] == "contextualize/1"
+    assert "express shipping" in step["question"] and step["prompt"] == "contextualize/2"
     assert model.calls.count("contextualize") == 1
     assert [m.content for m in result["messages"][:3]] == [m.content for m in history]  # the user's words stay
     assert "2 business days" in result["answer"]

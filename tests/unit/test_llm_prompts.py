@@ -3,6 +3,8 @@ token budget that keeps the best strips."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
@@ -67,10 +69,13 @@ def test_generation_prompt_has_its_layers_in_order():
     assert [type(m) for m in middle] == [HumanMessage, AIMessage] * (len(FEW_SHOT) + 1)
     assert [m.content for m in middle[-2:]] == ["I bought headphones.", "Noted."]
     assert prompt.labels == {"returns": "doc_1", "shipping": "doc_2"}
-    assert '<evidence id="doc_1" title="Returns">' in last.content
-    assert last.content.count("</evidence>") == 2  # the injected closing tag was escaped
+    key = re.search(r"<evidence-([0-9a-f]{8}) ", last.content).group(1)
+    assert f'<evidence-{key} id="doc_1" title="Returns">' in last.content
+    assert last.content.count(f"</evidence-{key}>") == 2  # the injected closing tag was escaped
+    assert all(key in m.content for m in middle[:-2:2])  # the examples are fenced with the same key
     assert "- Returns take 45 days." in last.content and "do not repeat" in last.content
-    assert last.content.index("</evidence>") < last.content.index("Question:") < last.content.index("do not repeat")
+    closed = last.content.index(f"</evidence-{key}>")
+    assert closed < last.content.index("Question:") < last.content.index("do not repeat")
     assert prompt.name == f"{VERSION} (qa, local)"
 
 
@@ -86,5 +91,6 @@ def test_grading_prompts_label_passages_as_data_and_ask_for_json():
                         score=0.5, origin="kb") for i in range(1, 4)]
     system, user = grading.relevance_batch("What?", passages, Context())
     assert "never instructions" in system.content and "one verdict per passage id" in system.content
-    assert [f'<passage id="p{i}" title="T{i}">' in user.content for i in (1, 2, 3)] == [True] * 3
+    assert [bool(re.search(f'<passage-[0-9a-f]{{8}} id="p{i}" title="T{i}">', user.content)) for i in (1, 2, 3)
+            ] == [True] * 3
     assert doc_labels([strip("x", "t", 1), strip("y", "t", 1), strip("x", "u", 1)]) == {"x": "doc_1", "y": "doc_2"}

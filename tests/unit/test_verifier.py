@@ -127,7 +127,7 @@ def test_the_score_reaches_the_confidence(tmp_path: Path) -> None:
     assert high["confidence"] > low["confidence"]
     assert high["llm_calls"] == 1  # the verifier's one call; the offline backend makes none
     # The passage goes in as data, inside the fence, with the question and the draft.
-    assert '<passage id="p1"' in sure.prompts[0] and ANSWERABLE in sure.prompts[0]
+    assert '<passage-' in sure.prompts[0] and ' id="p1"' in sure.prompts[0] and ANSWERABLE in sure.prompts[0]
 
 
 def test_the_verifiers_reply_is_not_streamed_as_part_of_the_answer() -> None:

@@ -84,7 +84,8 @@ def with_metadata(docs: list[SourceDocument], metadata: dict[str, Any]) -> list[
 
 def cleaned(doc: SourceDocument) -> SourceDocument:
     """Stored and answered text is cleaned as questions are: no invisible characters, no look-alike letters inside
-    Latin words (sanitize.clean_document)."""
+    Latin words; and, whatever the file type, no text its reader never sees (comments, image alt text, invisible
+    runs: sanitize.clean_document)."""
     return replace(doc, title=clean_document(doc.title), text=clean_document(doc.text))
 
 

@@ -31,7 +31,8 @@ _MISSING_LINE = re.compile(r"^\W*Missing\s*:\s*(.+)$", re.I | re.M)
 _REF = re.compile(r"\[(doc_\d+)\]")
 # The prompt's own evidence markup pasted back, with the clause that introduces it ("The most relevant evidence is:
 # <evidence id="doc_1" ...>"): a 0.5B model answered so, and the checker rightly found the markup in no document.
-_PASTED = re.compile(r'(?:[^\n.:<>]*:\s*)?<evidence id="(doc_\d+)"[^>]*>\s*(.*?)\s*(?:</evidence>|\Z)', re.S)
+_PASTED = re.compile(r'(?:[^\n.:<>]*:\s*)?<evidence(?:-[0-9a-f]+)? id="(doc_\d+)"[^>]*>\s*(.*?)\s*'
+                     r'(?:</evidence(?:-[0-9a-f]+)?>|\Z)', re.S)
 
 
 class LLMGenerator:

@@ -1,15 +1,22 @@
-"""Self-RAG's groundedness check: is every statement of the draft supported by the evidence?"""
+"""Self-RAG's groundedness check: is every statement of the draft supported by the evidence? Beside the checker,
+the output check of `quality/echoes.py`: a sentence that says what only a planted sentence said (one this run's
+retrieval removed as addressed to the reader or the assistant) vetoes the draft, an exact finding like the rule
+checks', whatever the checker thought of it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from selfcrag.backend import Components
 from selfcrag.context import Context
+from selfcrag.contract import GroundednessCheck, Strip
 from selfcrag.nodes import model_notes, spent
+from selfcrag.offline.groundedness import instruction_claim
 from selfcrag.progress import emit
+from selfcrag.quality.echoes import echoes, planted_sentences
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.rules import backed_by
 from selfcrag.trust_boundary import settings_of
@@ -36,12 +43,24 @@ def repeatable(question: str, state: State, settings: Context) -> str:
     return f"{backed_by(question, passages)}\n{passages}"
 
 
+def echo_veto(check: GroundednessCheck, answer: str, strips: list[Strip], state: State) -> GroundednessCheck:
+    """The check, vetoed when an answer sentence comes only from a sentence the run removed as planted."""
+    echoed = echoes(answer, (s["text"] for s in strips), planted_sentences(state.get("trace") or []))
+    if not echoed:
+        return check
+    flags = [f"says what only a sentence addressed to the reader or the assistant said: {s[:80]!r}" for s in echoed]
+    return replace(check, grounded=False, vetoed=True, flags=[*check.flags, *flags],
+                   unsupported=list(dict.fromkeys([*check.unsupported, *map(instruction_claim, echoed)])))
+
+
 def make(components: Components) -> NodeFunction:
     def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         question = state.get("question") or ""
-        check = components.groundedness.check(state.get("answer") or "", state.get("knowledge") or [], settings,
-                                              question=question, given=repeatable(question, state, settings))
+        answer, strips = state.get("answer") or "", state.get("knowledge") or []
+        check = components.groundedness.check(answer, strips, settings, question=question,
+                                              given=repeatable(question, state, settings))
+        check = echo_veto(check, answer, strips, state)
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"

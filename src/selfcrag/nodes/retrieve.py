@@ -1,5 +1,6 @@
 """Retrieves passages for the current query from the knowledge base (or the caller's retriever). Sentences that
-address the assistant (prompt injection) are removed here, so every later step sees clean passages.
+address the assistant (prompt injection) are removed here, so every later step sees clean passages: those the
+detector finds, and on the model backend those the model-judged screen finds (`llm/screen.py`).
 
 Only chunks no earlier round of the run retrieved go on to grading: the ones judged relevant before are in the
 run's evidence already, the ones rejected would be rejected again. A later round that finds no new chunk cannot
@@ -14,6 +15,7 @@ from langgraph.runtime import Runtime
 from selfcrag.backend import Components
 from selfcrag.context import Context
 from selfcrag.ledger import ledger_of
+from selfcrag.nodes import model_notes, spent
 from selfcrag.progress import emit
 from selfcrag.quality import injection
 from selfcrag.state import NodeFunction, State
@@ -28,6 +30,9 @@ def make(components: Components) -> NodeFunction:
         query = state.get("query") or state["question"]
         retrieved = components.retriever_for(settings).retrieve(query, settings)
         passages, removed = injection.clean_passages(retrieved)  # documents are data, never instructions
+        screening = components.screen.screen(passages, settings)  # by meaning, on the model backend
+        passages, also = injection.drop(passages, screening.removed)
+        removed += also
         seen = list(state.get("seen") or [])
         new = [p for p in passages if p["id"] not in seen]
         ledger = ledger_of(state, runtime, settings)  # the run's round count, never the client-writable state's
@@ -39,6 +44,7 @@ def make(components: Components) -> NodeFunction:
         if rounds > 1:
             reason += f"; {len(new)} not retrieved before" + ("" if new else ": no new evidence, correction ends")
         return {
+            **spent(screening),
             "documents": new,
             "seen": seen + [p["id"] for p in new],
             "retrieval_rounds": rounds,
@@ -54,6 +60,7 @@ def make(components: Components) -> NodeFunction:
                     "passages": [{"id": p["id"], "score": round(p["score"], 3),
                                   **{k: p[k] for k in RANKS if k in p}} for p in retrieved],  # type: ignore[literal-required]
                     **injection.notes(removed),
+                    **model_notes(screening),
                 }
             ],
         }

@@ -30,6 +30,9 @@ def make(components: Components) -> NodeFunction:
         update: dict[str, Any] = {"web_searched": True, "generations": 0}
         try:
             results, removed = injection.clean_passages(components.web.search(query, settings))
+            screening = components.screen.screen(results, settings)  # by meaning, on the model backend
+            results, also = injection.drop(results, screening.removed)
+            removed += also
         except WebSearchError as exc:
             emit("web_search", f"{exc}; continuing with the knowledge base only", failed=True)
             update["web_available"] = False  # the knowledge stays what the rounds so far found
@@ -49,7 +52,7 @@ def make(components: Components) -> NodeFunction:
              relevant=len(kept))
         before = state.get("evidence") or []
         update["evidence"], update["knowledge"] = accumulate(before, strips, settings)
-        update |= spent(grading, refinement)
+        update |= spent(screening, grading, refinement)
         update["trace"] = [
             {
                 "node": "web_search",
@@ -57,7 +60,7 @@ def make(components: Components) -> NodeFunction:
                 "reason": f"{len(results)} results for {query!r}, {len(kept)} relevant" + injection.reason(removed),
                 "urls": [r["source"] for r in kept],
                 "evidence_added": len(update["evidence"]) - len(before),
-                **model_notes(grading, refinement),
+                **model_notes(screening, grading, refinement),
                 **injection.notes(removed),
             }
         ]

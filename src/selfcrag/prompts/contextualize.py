@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Turn
-from selfcrag.prompts.evidence import block
+from selfcrag.prompts.evidence import block, fence_key
 from selfcrag.prompts.system import PROMPTS, system_text
 
 if TYPE_CHECKING:
@@ -19,12 +19,13 @@ CONTEXTUALIZE = PROMPTS["contextualize"].version
 
 
 def contextualize(question: str, history: list[Turn], settings: Context) -> list[BaseMessage]:
+    key = fence_key()
     system = system_text(settings, "contextualize")
     shown = []
     for i, turn in enumerate(history, 1):
         if turn["role"] == "user":
             shown.append(f"User: {turn['content'].strip()}")
         else:
-            shown.append("Assistant:\n" + block("answer", f"a{i}", turn["content"]))
+            shown.append("Assistant:\n" + block("answer", f"a{i}", turn["content"], key=key))
     return [SystemMessage(system),
             HumanMessage("Conversation:\n" + "\n".join(shown) + f"\n\nLast question: {question.strip()}")]  # fmt: skip

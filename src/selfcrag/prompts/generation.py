@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from selfcrag.contract import Strip, Turn
-from selfcrag.prompts.evidence import compress, doc_labels, evidence_blocks
+from selfcrag.prompts.evidence import block, compress, doc_labels, evidence_blocks, fence_key
 from selfcrag.prompts.system import PROMPTS, system_text, version
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # Version 2: the local focus no longer says "answer it from the most relevant evidence", which a 0.5B model
 # continued as "The most relevant evidence is: <evidence ...>" instead of answering. The system text is the
-# `generate_prompt` setting (prompts/system.py); the task and focus lines follow it.
+# `generate_prompt` setting (prompts/system.py); the task and focus lines follow it. The evidence is fenced with
+# a random key per prompt (prompts/evidence.py), the examples too.
 VERSION = PROMPTS["generate"].version
 
 TASKS = {
@@ -38,20 +39,27 @@ FOCUS = {
 }
 
 # Two short examples: a cited answer that says what it cannot answer, and a reply when nothing answers.
-FEW_SHOT: list[tuple[str, str]] = [
+FEW_SHOT: list[tuple[list[tuple[str, str, str]], str, str]] = [
     (
-        '<evidence id="doc_1" title="Delivery">\nExpress delivery takes 1-2 business days.\n</evidence>\n'
-        '<evidence id="doc_2" title="Fees">\nExpress delivery costs $9.99.\n</evidence>\n\n'
-        "Question: How fast is express delivery, what does it cost, and does it run on Sundays?",
+        [("doc_1", "Delivery", "Express delivery takes 1-2 business days."),
+         ("doc_2", "Fees", "Express delivery costs $9.99.")],
+        "How fast is express delivery, what does it cost, and does it run on Sundays?",
         "Express delivery takes 1-2 business days [doc_1] and costs $9.99 [doc_2].\n"
         "Missing: whether express delivery runs on Sundays.",
     ),
     (
-        '<evidence id="doc_1" title="Profile">\nYou can change your email address under Settings.\n</evidence>\n\n'
-        "Question: How do I delete my account?",
+        [("doc_1", "Profile", "You can change your email address under Settings.")],
+        "How do I delete my account?",
         "INSUFFICIENT: how to delete an account",
     ),
 ]
+
+
+def example(evidence: list[tuple[str, str, str]], question: str, key: str) -> str:
+    """A few-shot example's message, its evidence fenced as the real evidence is."""
+    shown = "\n".join(block("evidence", label, text, title, key) for label, title, text in evidence)
+    return f"{shown}\n\nQuestion: {question}"
+
 
 _COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differen(?:ce|ces|t)|differ|versus|vs\.?|better|worse|"
                       r"pros and cons|similarit(?:y|ies))\b", re.I)  # fmt: skip
@@ -96,12 +104,13 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
     labels = {doc_id: label for doc_id, label in doc_labels(strips).items() if doc_id in in_budget}
     system = system_text(settings, "generate")
     messages: list[BaseMessage] = [SystemMessage("\n\n".join([system, TASKS[task], FOCUS[mode]]))]
+    key = fence_key()
     if settings.few_shot:
-        for shown, answer in FEW_SHOT:
-            messages += [HumanMessage(shown), AIMessage(answer)]
+        for evidence, asked, answer in FEW_SHOT:
+            messages += [HumanMessage(example(evidence, asked, key)), AIMessage(answer)]
     turns = (history or [])[-2 * settings.history_turns :] if settings.history_turns else []
     messages += [HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"]) for t in turns]
-    context = f"{evidence_blocks(kept, labels)}\n\nQuestion: {question.strip()}"
+    context = f"{evidence_blocks(kept, labels, key)}\n\nQuestion: {question.strip()}"
     if avoid:
         context += ("\n\nAn earlier answer made these statements, which the evidence does not support; do not "
                     "repeat them:\n" + "\n".join(f"- {statement}" for statement in avoid))  # fmt: skip

@@ -27,6 +27,7 @@ from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
 from selfcrag.text.text import normalise, split_sentences
 
 _DOT_GLUE = re.compile(r"(?<=[a-z)\"])\.(?=[A-Z])")  # "player.Mary": scraped text often loses the space
+_PIECES = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")  # where a sentence could have ended, whatever follows
 
 
 @dataclass(frozen=True)
@@ -97,22 +98,42 @@ def scan(text: str) -> tuple[str, list[str]]:
             kept_lines.append(line)
             continue
         kept: list[str] = []
+        before = len(removed)
         for sentence in sentences:
             folded = _readings(sentence)
             opens, closes = _any(p.open, folded), _any(p.close, folded)
-            if in_turn or opens or closes or is_instruction(sentence):
+            if in_turn or opens or closes:
                 removed.append(sentence)
                 # a turn opened and closed within one sentence is over; a close without an open ends nothing new
                 in_turn = (in_turn or opens) and not (closes and _last_is_close(folded, p))
+            elif is_instruction(sentence):
+                cut, taken = _cut(sentence)
+                removed += taken
+                kept += cut
             else:
                 kept.append(sentence)
-        if len(kept) == len(sentences):
+        if len(removed) == before:
             kept_lines.append(line)
         elif kept:
             kept_lines.append(" ".join(kept))
     if not removed:
         return text, []
     return "\n".join(kept_lines).strip(), removed
+
+
+def _cut(sentence: str) -> tuple[list[str], list[str]]:
+    """(the pieces of a flagged sentence to keep, the pieces to remove). The splitter starts a sentence only at a
+    capital letter, so "2 euros. system: ...", "2 euros. ｄｉｓｒｅｇａｒｄ ..." or "2 euros. ignore ..."
+    reach the detector as one sentence: cut at every full stop, and only the pieces that are flagged on their own
+    go. When no piece is (the sentence says it only as a whole), the whole sentence goes."""
+    pieces = [piece for piece in _PIECES.split(sentence) if piece.strip()]
+    if len(pieces) < 2:
+        return [], [sentence]
+    flagged = [is_instruction(piece) for piece in pieces]
+    if not any(flagged):
+        return [], [sentence]
+    return ([piece for piece, bad in zip(pieces, flagged, strict=True) if not bad],
+            [piece for piece, bad in zip(pieces, flagged, strict=True) if bad])
 
 
 def _last_is_close(texts: tuple[str, ...], p: Patterns) -> bool:
@@ -160,6 +181,33 @@ def clean_passages(passages: list[Passage]) -> tuple[list[Passage], list[Removed
         elif text:
             clean.append(Passage(**(passage | {"text": text, "title": title})))
     return clean, removed
+
+
+def drop(passages: list[Passage], found: list[tuple[str, str]]) -> tuple[list[Passage], list[Removed]]:
+    """Passages without the (passage id, sentence) pairs another check found (the model-judged screen): a line
+    keeps its other sentences, as `scan` keeps them; a pair with sentence "" removes its passage whole, and so does
+    a passage left with no text. Also what was removed, as `clean_passages` reports it."""
+    by_id: dict[str, set[str]] = {}
+    for ident, sentence in found:
+        by_id.setdefault(ident, set()).add(sentence)
+    kept: list[Passage] = []
+    removed: list[Removed] = []
+    for passage in passages:
+        taken = by_id.get(passage["id"])
+        if not taken:
+            kept.append(passage)
+            continue
+        if "" in taken:
+            removed.append(Removed(id=passage["id"], sentence=passage["text"]))
+            continue
+        lines: list[str] = []
+        for line, sentences in zip(passage["text"].splitlines(), units(passage["text"]), strict=True):
+            left = [s for s in sentences if s not in taken]
+            removed += [Removed(id=passage["id"], sentence=s) for s in sentences if s in taken]
+            lines += [line] if len(left) == len(sentences) else [" ".join(left)] if left else []
+        if text := "\n".join(lines).strip():
+            kept.append(Passage(**(passage | {"text": text})))
+    return kept, removed
 
 
 def reason(removed: list[Removed]) -> str:

@@ -95,14 +95,33 @@ def _unmix(match: re.Match[str]) -> str:
     return word
 
 
+# Text a document holds that no reader of it sees, whatever the file type: a place to plant instructions, never
+# to inform. An HTML comment (also in Markdown, which renders raw HTML, and in text or JSONL that came from a web
+# page), up to its end or, unclosed, to the end of the text as a browser hides it; a Markdown image, whose alt
+# text shows only when the picture fails to load (the HTML loader reads no `alt` either); a Markdown comment
+# line, the `[//]: # (...)` idiom, a link definition to nowhere that nothing renders.
+_HIDDEN = re.compile(r"<!--.*?(?:-->|\Z)|!\[[^\]\n]*\]\([^)\n]*\)|^[ \t]*\[[^\]\n]*\]:[ \t]*(?:#|<>)[^\n]*$",
+                     re.S | re.M)
+# Characters that draw nothing yet are no format character (`_kept` drops those): variation selectors, whose runs
+# can spell bytes after any letter, Hangul fillers and the blank Braille pattern.
+_BLANKS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef\u115f\u1160\u3164\uffa0\u2800]+")
+
+
+def drop_hidden(text: str) -> str:
+    """`text` without what its reader never sees (`_HIDDEN`, `_BLANKS`); the lines around it kept."""
+    if "<!--" in text or "](" in text or "]:" in text:
+        text = _HIDDEN.sub("", text)
+    return text if text.isascii() else _BLANKS.sub("", text)
+
+
 def clean_document(text: str) -> str:
     """Document text as it is stored and answered from, cleaned as questions are (`clean_text`) where that is
-    safe for a document: invisible and control characters removed, NFC, words mixing Latin letters with
-    look-alikes spelt in Latin; line breaks and spacing kept (they mark paragraphs, list items and table rows)."""
-    if text.isascii() and text.isprintable():
-        return text
-    text = unicodedata.normalize("NFC", strip_invisible(_ESCAPES.sub("", text)))
-    return _WORD.sub(_unmix, text)
+    safe for a document: hidden text (comments, image alt text, invisible runs: `drop_hidden`), invisible and
+    control characters removed, NFC, words mixing Latin letters with look-alikes spelt in Latin; line breaks and
+    spacing kept (they mark paragraphs, list items and table rows)."""
+    if not (text.isascii() and text.isprintable()):  # first: a zero-width space inside "<!--" hides nothing
+        text = _WORD.sub(_unmix, unicodedata.normalize("NFC", strip_invisible(_ESCAPES.sub("", text))))
+    return drop_hidden(text)
 
 
 def decode_argv(arg: str) -> str:
