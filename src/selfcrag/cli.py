@@ -169,6 +169,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate, process_cpu
+    from selfcrag.llm.replay import CallFile
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -180,19 +181,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
+    replay = Path(args.replay) / "calls.jsonl" if args.replay and Path(args.replay).is_dir() else None
+    replay = replay or (Path(args.replay) if args.replay else None)
+    if args.replay_misses and not replay:
+        raise CliError("--replay-misses says what a replay does with a call it lacks: give --replay too")
     changed = _settings_given(args.set)
     operator, index = _questions_index(args)
     operator |= changed
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
+    # Every model call goes into the folder's calls.jsonl; a bad --replay file fails here, in one line.
+    calls = CallFile(out / "calls.jsonl", replay, live_misses=args.replay_misses == "live", append=args.resume)
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context,
-                            server_cpu)  # fmt: skip
+                            server_cpu, calls)  # fmt: skip
     info = {"questions_file": str(args.questions), "questions_sha256": sha256(Path(args.questions)),
             "index": str(index), **({"settings": changed} if changed else {})}
     # A resume refused (ResumeError, a ValueError) ends in one line, the records untouched.
     result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info, resume=args.resume)
     print(text_table(result["systems"]))
-    print(f"wrote {out}/records.jsonl, metrics.json, report.html")
+    print(f"wrote {out}/records.jsonl, metrics.json, report.html"
+          + (f", calls.jsonl ({calls.hits} calls replayed, {calls.misses} not in {replay})" if replay else ""))
     return 0
 
 
@@ -306,6 +314,11 @@ def parser() -> argparse.ArgumentParser:
                           "run.json, so a resume must give the same")
     evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
                           "keep its records, run only what is missing (refused if its settings differ)")
+    evaluate.add_argument("--replay", default="", metavar="PATH", help="answer every model call from an earlier "
+                          "run's calls.jsonl (or its folder) instead of the model: the same prompts cost nothing. "
+                          "Every eval writes its calls to --out/calls.jsonl")
+    evaluate.add_argument("--replay-misses", default="", choices=["error", "live"], help="a call the --replay file "
+                          "lacks ends the eval with one line (error, the default) or is made live and recorded")
     evaluate.add_argument("--server-pid", type=int, default=0, help="a model server on this machine (e.g. python "
                           "-m selfcrag.llm.local_server): its CPU time per question goes into each record too")
     evaluate.set_defaults(run=cmd_eval)

@@ -102,7 +102,7 @@ def test_summary_and_ratios():
     assert ours["unanswerable_answered"] == 0.5 and theirs["unanswerable_answered"] == 1.0
     assert ours["precision_when_answered"] == 0.5 and theirs["precision_when_answered"] == pytest.approx(1 / 3)
     assert ours["auroc"] == 1.0 and theirs["auroc"] == 0.5
-    assert ours["llm_calls"] == {"total": 8, "per_question": pytest.approx(8 / 3)}
+    assert ours["llm_calls"] == {"total": 8, "per_question": pytest.approx(8 / 3), "replayed": 0}
     assert ours["latency_ms"]["p50"] == 200
     assert result["ratios"]["unanswerable_answered"] == 0.5
     assert result["ratios"]["latency_p50"] == 4.0

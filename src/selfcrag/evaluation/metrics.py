@@ -183,7 +183,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         # A local model server's CPU per question (`selfcrag eval --server-pid`); None when it was not measured.
         "server_cpu_ms": {"p50": percentile(server, 50), "p95": percentile(server, 95),
                           "mean": sum(server) / len(server) if server else None},
-        "llm_calls": {"total": calls, "per_question": _share(calls, len(rows))},
+        # Replayed calls (selfcrag eval --replay) count as calls, but took no model time.
+        "llm_calls": {"total": calls, "per_question": _share(calls, len(rows)),
+                      "replayed": sum(int(r.get("replayed_calls") or 0) for r in rows)},
         "tokens": {"total": tokens, "per_question": _share(tokens, len(rows))},
         "decisions": dict(Counter(str(r["decision"]) for r in rows)),
         "errors": sum(1 for r in rows if r.get("error")),
