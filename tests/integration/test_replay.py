@@ -130,3 +130,18 @@ def test_a_replayed_eval_makes_no_model_call_and_decides_the_same(tmp_path: Path
     assert [r["replayed_calls"] for r in after] == [r["llm_calls"] for r in after]
     assert json.loads((tmp_path / "replayed" / "metrics.json").read_text())["systems"]["selfcrag"]["llm_calls"][
         "replayed"] == sum(r["llm_calls"] for r in after if r["system"] == "selfcrag")
+
+
+def test_calibrate_refits_and_redecides_from_records_alone(tmp_path: Path):
+    """Committed tuning records of the 0.5B model: no index, no model server, one command."""
+    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / \
+        "calibration_fit_model_question_terms_checked_records.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    done = run("calibrate", "--records", str(records), "--out", str(tmp_path / "fit.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "re-decided at cost 0.75" in done.stdout and "plain" in done.stdout
+    assert json.loads((tmp_path / "fit.json").read_text())["model"]["features"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    refused = run("calibrate", "--records", str(bad), "--out", str(tmp_path / "x.json"), env=env)
+    assert refused.returncode != 0 and "line 1 is not a selfcrag eval record" in refused.stderr

@@ -166,8 +166,9 @@ def test_effective_reliability_scores_the_decisions():
     ]
     summary = m.summarise(rows)
     assert (summary["right"], summary["wrong"], summary["coverage"]) == (2, 1, 0.75)
-    assert summary["effective_reliability"] == {"1": 0.25, "3": -0.25}
-    assert m.summarise([record("selfcrag", False, False, False, 0.1)])["effective_reliability"] == {"1": 0.0, "3": 0.0}
+    assert summary["effective_reliability"] == {"0": 0.5, "1": 0.25, "3": -0.25}
+    assert m.summarise([record("selfcrag", False, False, False, 0.1)])["effective_reliability"] == {
+        "0": 0.0, "1": 0.0, "3": 0.0}
     assert summary["hit_at_k"] is None  # no question named its gold document
 
 

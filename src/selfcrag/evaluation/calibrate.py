@@ -42,19 +42,26 @@ MIN_QUESTIONS = 20
 
 
 def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """(features, label, group, confidence before) of each selfcrag record."""
+    """(features, label, group, confidence before) of each selfcrag record's drafts: one row per candidate where the
+    record lists candidates with their features (`detail["candidates"]`), else one for the draft it would show."""
     rows = []
     for record in records:
         if record.get("system") != "selfcrag" or record.get("error"):
             continue
-        values = ((record.get("detail") or {}).get("confidence_explanation") or {}).get("features")
-        if not values:
-            continue
-        draft = str(record.get("draft") or "")
-        right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
-        rows.append({"features": values, "label": right, "drafted": bool(draft), "group": record.get("group", ""),
-                     "before": float(record.get("confidence", 0.0)), "source": str(record.get("source", "")),
-                     "impossible": bool(record["is_impossible"])})
+        detail = record.get("detail") or {}
+        listed = [c for c in detail.get("candidates") or [] if isinstance(c, dict) and isinstance(c.get("features"),
+                                                                                                  dict)]  # fmt: skip
+        drafts = [(c["features"], str(c.get("answer") or ""), float(c.get("confidence") or 0.0), bool(c.get("shown")))
+                  for c in listed]  # fmt: skip
+        values = (detail.get("confidence_explanation") or {}).get("features")
+        if not drafts and values:
+            drafts = [(values, str(record.get("draft") or ""), float(record.get("confidence", 0.0)), True)]
+        for features, draft, before, shown in drafts:
+            right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
+            rows.append({"features": features, "label": right, "drafted": bool(draft),
+                         "group": record.get("group", ""), "before": before, "source": str(record.get("source", "")),
+                         "impossible": bool(record["is_impossible"]), "id": str(record.get("id", "")),
+                         "shown": shown})  # fmt: skip
     return rows
 
 

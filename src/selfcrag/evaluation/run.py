@@ -31,6 +31,7 @@ from selfcrag.context import Context
 from selfcrag.endpoints import model_configured
 from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
+from selfcrag.evaluation.paired import fitted_floor
 from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
@@ -39,6 +40,7 @@ from selfcrag.graph import build_graph
 from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
 from selfcrag.llm.replay import CallFile, installed
 from selfcrag.quality.calibration import for_settings
+from selfcrag.quality.thresholds import cost_for
 from selfcrag.trust_boundary import resolve
 
 SYSTEMS = ("selfcrag", "plain")
@@ -237,6 +239,18 @@ def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, A
     return records
 
 
+def selective_plain(systems: Systems, info: dict[str, Any]) -> dict[str, Any] | None:
+    """Selective plain's floor: `info["selective_plain_floor"]` when the user gave one (--selective-plain-floor), else
+    the one fitted on tuning data for this backend at the run's cost (data/selective_plain.json); None when neither."""
+    cost = cost_for(systems.settings)
+    if info.get("selective_plain_floor") is not None:
+        return {"floor": float(info["selective_plain_floor"]), "cost": cost, "from": "--selective-plain-floor"}
+    fitted = fitted_floor(systems.backend, cost)
+    if fitted is None:
+        return None
+    return {"floor": fitted[0], "cost": cost, "fitted_at_cost": fitted[1], "from": "data/selective_plain.json"}
+
+
 def evaluate(
     questions: list[dict[str, Any]],
     systems: Systems,
@@ -298,8 +312,10 @@ def evaluate(
         print(f"eval: {measured} questions in {seconds:.1f} s, {measured / max(seconds, 1e-9):.2f} q/s",
               file=sys.stderr)
     records = earlier + records
-    result = metrics(records)
+    selective = selective_plain(systems, info) if baseline else None
+    result = metrics(records, selective["floor"] if selective else None)
     result["run"] = {**info, **settings, "questions": len({r["id"] for r in records}),
+                     **({"selective_plain": selective} if selective else {}),
                      "records_resumed": len(earlier), "commits": sorted({str(r.get("commit", "")) for r in records}),
                      "seconds": round(time.time() - started, 1), "interrupted": interrupted}  # fmt: skip
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
