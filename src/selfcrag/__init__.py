@@ -20,6 +20,7 @@ from selfcrag.errors import (
     BudgetSpent,
     CalibrationDataError,
     CalibrationError,
+    CallNotRecorded,
     CliError,
     ComponentError,
     DamagedFile,
@@ -87,8 +88,8 @@ sys.modules[__name__].__class__ = _Package
 __all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings", "__version__", "aask", "ask",
            "build_graph", "graph", "ingest", "load_index", "model_components", "offline_components",
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
-           "BudgetSpent", "CalibrationDataError", "CalibrationError", "CliError", "ComponentError", "DamagedFile",
-           "EmbeddingModelError",
+           "BudgetSpent", "CalibrationDataError", "CalibrationError", "CallNotRecorded", "CliError", "ComponentError",
+           "DamagedFile", "EmbeddingModelError",
            "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
            "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ResumeError",
            "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError",

@@ -174,6 +174,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate, process_cpu
+    from selfcrag.llm.replay import CallFile
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -185,19 +186,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
+    replay = Path(args.replay) / "calls.jsonl" if args.replay and Path(args.replay).is_dir() else None
+    replay = replay or (Path(args.replay) if args.replay else None)
+    if args.replay_misses and not replay:
+        raise CliError("--replay-misses says what a replay does with a call it lacks: give --replay too")
     changed = settings_given(args.set)
     operator, index = _questions_index(args)
     operator |= changed
     out.mkdir(parents=True, exist_ok=True)
     run_context = {name: value for name, value in (("domain", args.domain), ("risk", args.risk)) if value}
+    # Every model call goes into the folder's calls.jsonl; a bad --replay file fails here, in one line.
+    calls = CallFile(out / "calls.jsonl", replay, live_misses=args.replay_misses == "live", append=args.resume)
     systems = Systems.build({name: value for name, value in operator.items() if value is not None}, run_context,
-                            server_cpu)  # fmt: skip
+                            server_cpu, calls)  # fmt: skip
     info = {"questions_file": str(args.questions), "questions_sha256": sha256(Path(args.questions)),
-            "index": str(index), **({"settings": changed} if changed else {})}
+            "index": str(index), **({"settings": changed} if changed else {}),
+            **({"selective_plain_floor": args.selective_plain_floor} if args.selective_plain_floor is not None
+               else {})}  # fmt: skip
     # A resume refused (ResumeError, a ValueError) ends in one line, the records untouched.
     result = evaluate(questions, systems, out, baseline=args.baseline == "plain", info=info, resume=args.resume)
     print(text_table(result["systems"]))
-    print(f"wrote {out}/records.jsonl, metrics.json, report.html")
+    print(f"wrote {out}/records.jsonl, metrics.json, report.html"
+          + (f", calls.jsonl ({calls.hits} calls replayed, {calls.misses} not in {replay})" if replay else ""))
     return 0
 
 
@@ -214,10 +224,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
-    questions = load_questions(args.questions, args.limit)  # bad input fails before anything runs
     out = Path(args.out)
     if out.is_dir():
         raise CliError(f"--out {out} is a directory; name the calibration file to write (e.g. {out}/mine.json)")
+    if args.records:
+        return _refit(args, out)
+    if not args.questions or not args.index:
+        raise CliError("calibrate needs a question file and --index (or --records FOLDER of earlier eval records)")
+    questions = load_questions(args.questions, args.limit)  # bad input fails before anything runs
     operator, index = _questions_index(args)
     if args.ungrounded_drafts:  # runs with a copy of the file they would use, saying which drafts they keep
         current = for_settings(Context.from_env(**{k: v for k, v in operator.items() if v is not None})).source
@@ -234,6 +248,28 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(table(fitted))
     print(f"wrote {out}; use it with SELFCRAG_CALIBRATION={out.resolve()} (or build_graph(settings="
           "{'calibration': ...}))")
+    return 0
+
+
+def _refit(args: argparse.Namespace, out: Path) -> int:
+    """`calibrate --records`: fit on earlier eval records and re-decide their questions, with no model and no index."""
+    from selfcrag.evaluation.calibrate import fit, provenance, rows_of, table, write
+    from selfcrag.evaluation.refit import read_records, redecide, redecided_table
+    from selfcrag.quality.calibration import FEATURES
+    from selfcrag.quality.thresholds import PRESETS
+
+    paths = [Path(p) for p in args.records]
+    records = read_records(paths)
+    rows = rows_of(records)
+    fitted = fit(rows, list(FEATURES))
+    files = [p / "records.jsonl" if p.is_dir() else p for p in paths]
+    backends = sorted({str(r.get("backend", "")) for r in records if r.get("backend")}) or ["records"]
+    write(out, fitted, provenance(files, rows, "+".join(backends), "selfcrag calibrate --records "
+                                  + " ".join(p.name for p in paths)))  # fmt: skip
+    cost = PRESETS[args.domain or "general"].cost
+    print(table(fitted))
+    print(redecided_table(redecide(rows, fitted["out_of_fold"], records, cost), cost))
+    print(f"wrote {out}; use it with SELFCRAG_CALIBRATION={out.resolve()}")
     return 0
 
 
@@ -320,15 +356,28 @@ def parser() -> argparse.ArgumentParser:
                           "run.json, so a resume must give the same")
     evaluate.add_argument("--resume", action="store_true", help="continue the interrupted evaluation in --out: "
                           "keep its records, run only what is missing (refused if its settings differ)")
+    evaluate.add_argument("--replay", default="", metavar="PATH", help="answer every model call from an earlier "
+                          "run's calls.jsonl (or its folder) instead of the model: the same prompts cost nothing. "
+                          "Every eval writes its calls to --out/calls.jsonl")
+    evaluate.add_argument("--replay-misses", default="", choices=["error", "live"], help="a call the --replay file "
+                          "lacks ends the eval with one line (error, the default) or is made live and recorded")
+    evaluate.add_argument("--selective-plain-floor", type=float, default=None, metavar="SCORE",
+                          help="selective plain's floor on plain's retrieval score (default: the one fitted on "
+                          "tuning data for the backend at the run's cost, data/selective_plain.json)")
     evaluate.add_argument("--server-pid", type=int, default=0, help="a model server on this machine (e.g. python "
                           "-m selfcrag.llm.local_server): its CPU time per question goes into each record too")
     evaluate.set_defaults(run=cmd_eval)
 
     fit = sub.add_parser("calibrate", help="fit confidence (the probability an answer is right) on your labelled "
                          "questions; writes a calibration file")
-    fit.add_argument("questions", help="JSONL with id, question, answers, is_impossible (and context_title to "
-                     "cross-validate by article)")
-    fit.add_argument("--index", required=True, help="index directory (built from --corpus when it has none)")
+    fit.add_argument("questions", nargs="?", default="", help="JSONL with id, question, answers, is_impossible (and "
+                     "context_title to cross-validate by article)")
+    fit.add_argument("--index", default="", help="index directory (built from --corpus when it has none)")
+    fit.add_argument("--records", nargs="+", default=[], metavar="PATH", help="fit on these `selfcrag eval` folders' "
+                     "records (or records files) instead of running the graph, and re-decide their questions with "
+                     "the fit: no model, no index")
+    fit.add_argument("--domain", default="", choices=domains, metavar="{" + ",".join(domains) + "}",
+                     help="with --records: the preset whose cost the questions are re-decided at (default general)")
     fit.add_argument("--corpus", default="", help="JSONL corpus (id, title, text) to index into --index first")
     fit.add_argument("--out", required=True, help="calibration file to write (JSON)")
     fit.add_argument("--limit", type=int, default=0, help="only the first N questions")

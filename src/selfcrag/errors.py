@@ -112,6 +112,11 @@ class EvalError(SelfcragError, ValueError):
     """An evaluation asked to measure what cannot be measured (a model server's pid with no readable CPU time)."""
 
 
+# llm/replay.py
+class CallNotRecorded(SelfcragError, ValueError):
+    """A replayed evaluation asked for a model call its calls file does not hold, or the file cannot be read."""
+
+
 # evaluation/calibrate.py
 class CalibrationDataError(SelfcragError, ValueError):
     """Too few labelled runs, or only one kind of label: nothing to fit. One line."""

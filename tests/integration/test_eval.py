@@ -86,7 +86,16 @@ def test_records_and_metrics(evaluated):
     assert first["selfcrag"]["correct"] and first["plain"]["correct"]  # "30 days from the date of delivery"
 
     written = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    assert written["systems"] == json.loads(json.dumps(metrics(records)["systems"]))  # recomputed from the records
+    selective = written["run"]["selective_plain"]  # the floor fitted on tuning data, at the general preset's cost
+    assert selective["from"] == "data/selective_plain.json" and selective["cost"] == 0.75
+    recomputed = metrics(records, selective["floor"])
+    assert written["systems"] == json.loads(json.dumps(recomputed["systems"]))  # recomputed from the records
+    assert written["differences_to_plain"] == json.loads(json.dumps(recomputed["differences_to_plain"]))
+    assert set(written["systems"]) == {"selfcrag", "plain", "selective_plain"}
+    for name in ("selfcrag", "selective_plain"):
+        for measure, row in written["differences_to_plain"][name].items():
+            assert row["low"] <= row["difference"] <= row["high"], (name, measure, row)
+    assert written["systems"]["selective_plain"]["llm_calls"] == written["systems"]["plain"]["llm_calls"]
     assert written["run"]["backend"] == "offline" and written["run"]["questions"] == len(PICKED)
     for name in ("selfcrag", "plain"):
         summary = written["systems"][name]
@@ -96,9 +105,12 @@ def test_records_and_metrics(evaluated):
         assert {"coverage", "right", "wrong", "effective_reliability", "risk_at_coverage", "hit_at_k"} <= set(summary)
         assert summary["right"] + summary["wrong"] == round(summary["coverage"] * len(PICKED))
         right, wrong = summary["right"], summary["wrong"]
-        assert summary["effective_reliability"] == {"1": (right - wrong) / 10, "3": (right - 3 * wrong) / 10}
+        assert summary["effective_reliability"] == {"0": right / 10, "1": (right - wrong) / 10,
+                                                    "3": (right - 3 * wrong) / 10}
+        assert summary["right_drafts"] >= summary["right"] and summary["drafted"] >= summary["right"]
         assert summary["hit_at_k"] > 0.5  # the sample's own questions: retrieval finds their document
-    assert set(written["ratios"]) == {"unanswerable_answered", "right_shown", "latency_p50", "latency_p95", "cpu_p50"}
+    assert set(written["ratios"]) == {"unanswerable_answered", "right_shown", "right_drafts", "latency_p50",
+                                      "latency_p95", "cpu_p50"}
     assert "answerable accuracy" in proc.stdout and "selfcrag" in proc.stdout
     # Not a terminal: no bar (its carriage returns would fill a log), one closing line with the rate instead.
     assert re.search(r"^eval: 10 questions in [\d.]+ s, [\d.]+ q/s$", proc.stderr, re.M), proc.stderr[-500:]
@@ -126,6 +138,8 @@ def test_report_renders_in_a_headless_browser(evaluated, tmp_path: Path):
     assert page.count('<img src="data:image/png;base64,') == 5  # one file: every plot inline
     assert "<td class=win>" in page  # who wins each row
     assert "effective reliability Φ1" in page and "effective reliability Φ3" in page
+    assert "AUROC of confidence among answers shown" in page and "AUROC of confidence among drafts" in page
+    assert "<th>difference to plain</th><th>selfcrag</th><th>selective_plain</th>" in page  # with intervals
     # The per-question table: every question once, with both systems' decisions under it.
     table = page.split("<h2>Per question</h2>", 1)[1]
     assert table.count("<td rowspan=2>") == 2 * len(PICKED)
@@ -237,7 +251,8 @@ def test_resume_runs_only_what_an_interruption_left_undone(workspace: Path, tmp_
     assert all(r["commit"] == records[0]["commit"] for r in records)  # each record names the code that measured it
 
     metrics_file = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    assert metrics_file["systems"] == json.loads(json.dumps(metrics(records)["systems"]))  # all records, not the new
+    floor = metrics_file["run"]["selective_plain"]["floor"]
+    assert metrics_file["systems"] == json.loads(json.dumps(metrics(records, floor)["systems"]))  # all, not the new
     assert metrics_file["run"]["questions"] == 3 and metrics_file["run"]["records_resumed"] == 3
     assert metrics_file["run"]["commits"] == [records[0]["commit"]]
     assert metrics_file["run"]["baseline"] == "plain" and metrics_file["run"]["backend"] == "offline"

@@ -102,7 +102,7 @@ def test_summary_and_ratios():
     assert ours["unanswerable_answered"] == 0.5 and theirs["unanswerable_answered"] == 1.0
     assert ours["precision_when_answered"] == 0.5 and theirs["precision_when_answered"] == pytest.approx(1 / 3)
     assert ours["auroc"] == 1.0 and theirs["auroc"] == 0.5
-    assert ours["llm_calls"] == {"total": 8, "per_question": pytest.approx(8 / 3)}
+    assert ours["llm_calls"] == {"total": 8, "per_question": pytest.approx(8 / 3), "replayed": 0}
     assert ours["latency_ms"]["p50"] == 200
     assert result["ratios"]["unanswerable_answered"] == 0.5
     assert result["ratios"]["latency_p50"] == 4.0
@@ -166,8 +166,9 @@ def test_effective_reliability_scores_the_decisions():
     ]
     summary = m.summarise(rows)
     assert (summary["right"], summary["wrong"], summary["coverage"]) == (2, 1, 0.75)
-    assert summary["effective_reliability"] == {"1": 0.25, "3": -0.25}
-    assert m.summarise([record("selfcrag", False, False, False, 0.1)])["effective_reliability"] == {"1": 0.0, "3": 0.0}
+    assert summary["effective_reliability"] == {"0": 0.5, "1": 0.25, "3": -0.25}
+    assert m.summarise([record("selfcrag", False, False, False, 0.1)])["effective_reliability"] == {
+        "0": 0.0, "1": 0.0, "3": 0.0}
     assert summary["hit_at_k"] is None  # no question named its gold document
 
 

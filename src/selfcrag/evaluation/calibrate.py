@@ -42,10 +42,10 @@ MIN_QUESTIONS = 20
 
 
 def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The candidates the record's run scored (finalize's trace step, each with its answer and features), or None
-    for a record made before runs kept candidates."""
+    """The candidates the record's run scored (its `detail["candidates"]`, else finalize's trace step; each with its
+    answer and features), or None for a record made before runs kept candidates."""
     closing: dict[str, Any] = next((s for s in reversed(record.get("trace") or []) if s.get("node") == "finalize"), {})
-    found = closing.get("candidates")
+    found = (record.get("detail") or {}).get("candidates") or closing.get("candidates")
     if not isinstance(found, list) or not all(isinstance(c, dict) and "features" in c for c in found):
         return None
     return found
@@ -53,26 +53,28 @@ def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """(features, label, group, confidence before) of each candidate the selfcrag records' runs may show: every
-    draft is a candidate, and the fit learns P(right | the candidate's features) from all of them. A question with
-    no candidate it may show gives one undrafted row (its probability is 0 by definition); a record without
-    candidates (an older run) gives one row for the draft it would show. `question` ties a row to its question, so
-    `chosen` can decide each question again from the rows' probabilities."""
+    draft is a candidate, and the fit learns P(right | the candidate's features) from all of them. Candidates come
+    from the record's `detail["candidates"]`, else its finalize step. A question with no candidate it may show gives
+    one undrafted row (its probability is 0 by definition); a record without candidates (an older run) gives one row
+    for the draft it would show. `id` ties a row to its question, so `chosen` can decide each question again from
+    the rows' probabilities."""
     rows = []
     for record in records:
         if record.get("system") != "selfcrag" or record.get("error"):
             continue
         base = {"group": record.get("group", ""), "source": str(record.get("source", "")),
-                "impossible": bool(record["is_impossible"]), "question": str(record.get("id", ""))}
+                "impossible": bool(record["is_impossible"]), "id": str(record.get("id", ""))}
         candidates = candidates_of(record)
         if candidates is not None:
-            shown = [c for c in candidates if c.get("showable")]
-            for candidate in shown:
+            showable = [c for c in candidates if c.get("showable", True)]
+            for candidate in showable:
                 answer = str(candidate.get("answer") or "")
-                right = not record["is_impossible"] and contains_gold(answer, record["answers"])
-                rows.append({**base, "features": candidate["features"], "label": right, "drafted": True,
-                             "before": float(candidate.get("confidence", 0.0))})
-            if not shown:
-                rows.append({**base, "features": {}, "label": False, "drafted": False, "before": 0.0})
+                right = bool(answer) and not record["is_impossible"] and contains_gold(answer, record["answers"])
+                before, shown = float(candidate.get("confidence") or 0.0), bool(candidate.get("shown"))
+                rows.append({**base, "features": candidate["features"], "label": right, "drafted": bool(answer),
+                             "before": before, "shown": shown})
+            if not showable:
+                rows.append({**base, "features": {}, "label": False, "drafted": False, "before": 0.0, "shown": False})
             continue
         values = ((record.get("detail") or {}).get("confidence_explanation") or {}).get("features")
         if not values:
@@ -80,7 +82,7 @@ def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         draft = str(record.get("draft") or "")
         right = bool(draft) and not record["is_impossible"] and contains_gold(draft, record["answers"])
         rows.append({**base, "features": values, "label": right, "drafted": bool(draft),
-                     "before": float(record.get("confidence", 0.0))})
+                     "before": float(record.get("confidence", 0.0)), "shown": True})
     return rows
 
 
@@ -90,7 +92,7 @@ def chosen(rows: Sequence[dict[str, Any]], probability: Sequence[float]) -> tupl
     question, in the order questions first appear."""
     best: dict[str, int] = {}
     for i, row in enumerate(rows):
-        key = f"{row['source']}/{row['question']}"
+        key = f"{row['source']}/{row['id']}"
         if key not in best or (row["drafted"] and (not rows[best[key]]["drafted"] or
                                                    probability[i] > probability[best[key]])):  # fmt: skip
             best[key] = i

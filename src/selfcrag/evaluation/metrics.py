@@ -16,6 +16,12 @@ The decisions themselves (what a system showed, not how it ranked) are judged as
 - risk at coverage 0.5 / 0.8: the error rate among the most confident half (four fifths) of the questions, what
   a floor that answers that many would show (a tie at the cut is spread evenly, as in AURC).
 - hit@k: where a question names its gold documents, the share whose first retrieval round found one of them.
+
+AUROC is given three ways. Over all questions (`auroc`) an abstention enters as a wrong answer of its confidence,
+so abstaining raises it; among answers shown (`auroc_shown`) it says whether the confidence ranks what a user sees;
+among drafts (`auroc_drafts`: every question with a draft, shown or withheld, labelled by whether that draft is
+right) whether it ranks what the decision chose from. `right_drafts` counts questions where any draft (any
+candidate, where the record lists them) is right: what no floor can add to. Drafts: paired.py.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from selfcrag.evaluation.paired import any_right, best_draft, differences, right, selective
+
 ANSWERED = ("answer", "answer_with_caveat")
 FIXED_RISKS = (0.05, 0.1, 0.2, 0.3)
 FIXED_COVERAGES = (0.5, 0.8)
-COSTS = (1, 3)  # the c of effective reliability Phi_c reported for every system
+COSTS = (0, 1, 3)  # the c of effective reliability Phi_c reported for every system (Phi_0: right answers / n)
 BINS = 10
 
 
@@ -155,8 +163,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     latency = [float(r["latency_ms"]) for r in rows]
     cpu = [float(r["cpu_ms"]) for r in rows]
     server = [float(r["server_cpu_ms"]) for r in rows if r.get("server_cpu_ms") is not None]
-    right = sum(1 for r in rows if r["correct"])
-    wrong = len(answered) - right
+    right_shown = sum(1 for r in rows if r["correct"])
+    wrong = len(answered) - right_shown
+    drafts = [(r, d) for r in rows if (d := best_draft(r)) is not None]
     hits = [bool(r["gold_hit"]) for r in rows if r.get("gold_hit") is not None]
     calls = sum(int(r["llm_calls"]) for r in rows)
     tokens = sum(int(r["tokens"]) for r in rows)
@@ -168,12 +177,16 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "unanswerable_answered": _share(sum(1 for r in impossible if r["answered"]), len(impossible)),
         "abstained": _share(len(rows) - len(answered), len(rows)),
         "coverage": _share(len(answered), len(rows)),
-        "right": right,
+        "right": right_shown,
         "wrong": wrong,
-        "precision_when_answered": _share(right, len(answered)),  # selective accuracy
-        "effective_reliability": {str(c): effective_reliability(right, wrong, len(rows), c) for c in COSTS},
+        "precision_when_answered": _share(right_shown, len(answered)),  # selective accuracy
+        "effective_reliability": {str(c): effective_reliability(right_shown, wrong, len(rows), c) for c in COSTS},
         "risk_at_coverage": {f"{c:g}": risk_at_coverage(confidence, correct, c) for c in FIXED_COVERAGES},
         "auroc": auroc(confidence, correct),
+        "auroc_shown": auroc([float(r["confidence"]) for r in answered], [bool(r["correct"]) for r in answered]),
+        "auroc_drafts": auroc([d["confidence"] for _, d in drafts], [right(r, d["answer"]) for r, d in drafts]),
+        "drafted": len(drafts),
+        "right_drafts": sum(1 for r in rows if any_right(r)),
         "aurc": aurc(confidence, correct),
         "coverage_at_risk": {f"{risk:g}": coverage_at_risk(confidence, correct, risk) for risk in FIXED_RISKS},
         "ece": ece(confidence, correct),
@@ -183,7 +196,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         # A local model server's CPU per question (`selfcrag eval --server-pid`); None when it was not measured.
         "server_cpu_ms": {"p50": percentile(server, 50), "p95": percentile(server, 95),
                           "mean": sum(server) / len(server) if server else None},
-        "llm_calls": {"total": calls, "per_question": _share(calls, len(rows))},
+        # Replayed calls (selfcrag eval --replay) count as calls, but took no model time.
+        "llm_calls": {"total": calls, "per_question": _share(calls, len(rows)),
+                      "replayed": sum(int(r.get("replayed_calls") or 0) for r in rows)},
         "tokens": {"total": tokens, "per_question": _share(tokens, len(rows))},
         "decisions": dict(Counter(str(r["decision"]) for r in rows)),
         "errors": sum(1 for r in rows if r.get("error")),
@@ -218,6 +233,7 @@ def compare(systems: dict[str, dict[str, Any]], system: str = "selfcrag", baseli
     return {
         "unanswerable_answered": _ratio(ours["unanswerable_answered"], theirs["unanswerable_answered"]),
         "right_shown": _ratio(ours["right"], theirs["right"]),
+        "right_drafts": _ratio(ours["right_drafts"], theirs["right"]),  # what a perfect choice could show
         "latency_p50": _ratio(ours["latency_ms"]["p50"], theirs["latency_ms"]["p50"]),
         "latency_p95": _ratio(ours["latency_ms"]["p95"], theirs["latency_ms"]["p95"]),
         "cpu_p50": _ratio(ours["cpu_ms"]["p50"], theirs["cpu_ms"]["p50"]),
@@ -232,7 +248,14 @@ def by_system(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any
     return grouped
 
 
-def metrics(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """metrics.json: per system every metric, and the selfcrag/plain ratios."""
-    systems = {name: summarise(rows) for name, rows in by_system(records).items()}
-    return {"systems": systems, "ratios": compare(systems)}
+def metrics(records: Iterable[dict[str, Any]], selective_floor: float | None = None) -> dict[str, Any]:
+    """metrics.json: per system every metric, the selfcrag/plain ratios, and each system's differences to plain with
+    their paired bootstrap intervals. With `selective_floor` and plain's records, selective plain (plain with that
+    floor on its own confidence) is a system too."""
+    grouped = by_system(records)
+    if selective_floor is not None and "plain" in grouped:
+        grouped["selective_plain"] = selective(grouped["plain"], selective_floor)
+    systems = {name: summarise(rows) for name, rows in grouped.items()}
+    paired = {name: differences(rows, grouped["plain"]) for name, rows in grouped.items()
+              if name != "plain" and "plain" in grouped}  # fmt: skip
+    return {"systems": systems, "ratios": compare(systems), "differences_to_plain": paired}

@@ -19,6 +19,8 @@ from selfcrag.errors import QuestionFileError
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CITATION = re.compile(r"\[[^\]]*\]")  # [doc_1]: a citation, not a word of the answer
+POLARITY = ("yes", "no")
 
 
 def normalise(text: str) -> str:
@@ -29,9 +31,18 @@ def normalise(text: str) -> str:
 
 def contains_gold(answer: str, golds: list[str]) -> bool:
     """The answer contains a gold answer as whole words after normalisation. Whole words, because a short gold
-    such as "yes" or "pol" would otherwise match inside "eyes" or "policy"."""
+    such as "yes" or "pol" would otherwise match inside "eyes" or "policy". A yes/no gold is judged by the answer's
+    polarity word, the first word after any citation ("Yes, both are American." for "yes"): a "no" anywhere else
+    ("... has no sequel") does not answer the question, and an answer in a sentence without one says neither."""
     shown = f" {normalise(answer)} "
-    return any(gold and f" {gold} " in shown for gold in (normalise(g) for g in golds))
+    opening = normalise(_CITATION.sub(" ", answer)).split()[:1]
+    for gold in (normalise(g) for g in golds):
+        if gold in POLARITY:
+            if opening == [gold]:
+                return True
+        elif gold and f" {gold} " in shown:
+            return True
+    return False
 
 
 def _record(raw: Any, where: str) -> dict[str, Any]:

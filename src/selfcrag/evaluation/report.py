@@ -56,7 +56,10 @@ ROWS: list[Row] = [
     ("selective accuracy (right among answered)", lambda m: m["precision_when_answered"], _share, "higher"),
     ("answerable accuracy", lambda m: m["answerable_accuracy"], _share, "higher"),
     ("unanswerable answered", lambda m: m["unanswerable_answered"], _share, "lower"),
-    ("AUROC of confidence (correct shown answer)", lambda m: m["auroc"], _number(3), "higher"),
+    ("AUROC of confidence among answers shown", lambda m: m.get("auroc_shown"), _number(3), "higher"),
+    ("AUROC of confidence among drafts (shown or withheld)", lambda m: m.get("auroc_drafts"), _number(3), "higher"),
+    ("AUROC over all questions (an abstention counts as wrong)", lambda m: m["auroc"], _number(3), "higher"),
+    ("right drafts (any candidate right)", lambda m: m.get("right_drafts"), _number(0), "higher"),
     ("AURC (area under risk-coverage)", lambda m: m["aurc"], _number(3), "lower"),
     *[(f"risk at coverage {c:g}", (lambda m, c=c: m["risk_at_coverage"][f"{c:g}"]), _share, "lower")
       for c in FIXED_COVERAGES],
@@ -70,6 +73,7 @@ ROWS: list[Row] = [
     ("CPU p95 (ms)", lambda m: m["cpu_ms"]["p95"], _number(0), "lower"),
     ("model server CPU p50 (ms)", lambda m: (m.get("server_cpu_ms") or {}).get("p50"), _number(0), "lower"),
     ("model calls per question", lambda m: m["llm_calls"]["per_question"], _number(2), "lower"),
+    ("model calls replayed (no model time)", lambda m: m["llm_calls"].get("replayed"), _number(0), ""),
     ("tokens per question", lambda m: m["tokens"]["per_question"], _number(0), "lower"),
     ("errors", lambda m: m["errors"], _number(0), "lower"),
 ]
@@ -96,6 +100,27 @@ def metrics_table(systems: dict[str, dict[str, Any]]) -> str:
         verdict = (best or ("tie" if better else "")) if len(names) > 1 else None
         lines.append(f"<tr><td>{html.escape(label)}</td>{cells}"
                      + (f"<td>{html.escape(verdict)}</td>" if verdict is not None else "") + "</tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+DIFFERENCES = (("phi_1", "Φ1", 3), ("phi_3", "Φ3", 3), ("right", "right answers shown", 0),
+               ("coverage", "coverage", 3))  # fmt: skip
+
+
+def differences_table(differences: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Each system's difference to plain RAG with its paired bootstrap 95% interval."""
+    if not differences:
+        return ""
+    lines = ["<table><thead><tr><th>difference to plain</th>"
+             + "".join(f"<th>{html.escape(name)}</th>" for name in differences) + "</tr></thead><tbody>"]
+    for key, label, digits in DIFFERENCES:
+        cells = []
+        for rows in differences.values():
+            row = rows.get(key)
+            cells.append("<td>—</td>" if row is None else f"<td>{row['difference']:+.{digits}f} "
+                         f"[{row['low']:+.{digits}f}, {row['high']:+.{digits}f}]</td>")
+        lines.append(f"<tr><td>{html.escape(label)}</td>{''.join(cells)}</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)
 
@@ -207,6 +232,11 @@ def render(result: dict[str, Any], records: list[dict[str, Any]]) -> str:
         f"<p class=note>{facts}</p>",
         metrics_table(result["systems"]),
         f"<p>selfcrag / plain: {html.escape(ratio_text)}</p>" if ratio_text else "",
+        differences_table(result.get("differences_to_plain") or {}),
+        "<p class=note>Each difference to plain RAG with its 95% interval: a paired bootstrap over the questions "
+        "(2000 resamples, seeded). Selective plain is plain RAG that answers only when its best retrieval score "
+        "reaches a floor fitted on tuning data at the run's cost; it makes plain's calls in plain's time.</p>"
+        if result.get("differences_to_plain") else "",
         "<p class=note>Correct = the question is answerable and the shown answer contains a gold answer (SQuAD "
         "normalisation, whole words); an answer to an unanswerable question is wrong; an abstention shows "
         "nothing. Plain RAG's confidence is its best retrieval score.</p>",
@@ -232,7 +262,8 @@ def text_table(systems: dict[str, dict[str, Any]]) -> str:
     """The metrics table as plain text, for the terminal."""
     names = list(systems)
     width = max(len(label) for label, *_ in ROWS)
-    lines = [f"{'metric':<{width}}" + "".join(f"{n:>12}" for n in names)]
+    columns = {n: max(12, len(n) + 2) for n in names}
+    lines = [f"{'metric':<{width}}" + "".join(f"{n:>{columns[n]}}" for n in names)]
     for label, read, show, _ in ROWS:
-        lines.append(f"{label:<{width}}" + "".join(f"{show(read(systems[n])):>12}" for n in names))
+        lines.append(f"{label:<{width}}" + "".join(f"{show(read(systems[n])):>{columns[n]}}" for n in names))
     return "\n".join(lines)

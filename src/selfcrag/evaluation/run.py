@@ -31,13 +31,16 @@ from selfcrag.context import Context
 from selfcrag.endpoints import model_configured
 from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
+from selfcrag.evaluation.paired import fitted_floor
 from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
 from selfcrag.evaluation.signals import graph_signals, node_faults, retrieval_signals, trimmed_trace
 from selfcrag.graph import build_graph
 from selfcrag.knowledge.embeddings import EmbeddingCaches, embedding_caches
+from selfcrag.llm.replay import CallFile, installed
 from selfcrag.quality.calibration import for_settings
+from selfcrag.quality.thresholds import cost_for
 from selfcrag.trust_boundary import resolve
 
 SYSTEMS = ("selfcrag", "plain")
@@ -58,16 +61,18 @@ class Systems:
     caches: dict[str, EmbeddingCaches] = field(default_factory=lambda: {name: EmbeddingCaches() for name in SYSTEMS})
     # CPU seconds so far of a model server on this machine (`process_cpu`): a local model's cost is mostly there.
     server_cpu: Callable[[], float] | None = None
+    # Where every model call is recorded, and answered from when it replays an earlier run (llm/replay.py).
+    calls: CallFile | None = None
 
     @classmethod
     def build(cls, operator: dict[str, Any], run_context: dict[str, Any],
-              server_cpu: Callable[[], float] | None = None) -> Systems:  # fmt: skip
+              server_cpu: Callable[[], float] | None = None, calls: CallFile | None = None) -> Systems:  # fmt: skip
         components = auto_components()
         # Evaluation measures what is shown without a person: a pending human review would show nothing.
         run_context = {**run_context, "human_review": False}
         graph = build_graph(components, settings=operator)
         return cls(graph, components, resolve(run_context, Context.from_env(**operator)), run_context,
-                   server_cpu=server_cpu)
+                   server_cpu=server_cpu, calls=calls)
 
     @property
     def backend(self) -> str:
@@ -95,7 +100,9 @@ class Systems:
                 "confidence": float(out.get("confidence", 0.0)), "answered": decision in ANSWERED,
                 "llm_calls": int(out.get("llm_calls", 0)), "tokens": int(out.get("tokens", 0)),
                 "scores": out.get("scores", {}), "signals": graph_signals({**out, "trace": trace}),
-                "detail": {k: v for k, v in out.items() if k not in TOP_LEVEL},
+                # every candidate the run scored, with its answer and features: `calibrate --records` refits from them
+                "detail": {**{k: v for k, v in out.items() if k not in TOP_LEVEL},
+                           "candidates": closing.get("candidates") or []},
                 "retrieved": [str(p["id"]) for p in first_round(trace)],
                 "trace": trimmed_trace(trace)}  # fmt: skip
 
@@ -145,11 +152,13 @@ def process_cpu(pid: int) -> Callable[[], float]:
 
 
 def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[str, Any],
-            server_cpu: Callable[[], float] | None = None) -> dict[str, Any]:  # fmt: skip
+            server_cpu: Callable[[], float] | None = None,
+            calls: CallFile | None = None) -> dict[str, Any]:  # fmt: skip
     """One record: the system's answer judged against the gold answers, with wall and CPU time (and a local model
-    server's CPU time, with `server_cpu`). A fault the components did not absorb is recorded as an error (nothing
-    shown) and the evaluation goes on."""
+    server's CPU time, with `server_cpu`; with `calls`, how many of its model calls were replayed). A fault the
+    components did not absorb is recorded as an error (nothing shown) and the evaluation goes on."""
     server_before = server_cpu() if server_cpu else 0.0
+    replayed_before = calls.hits if calls else 0
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         result = run(question["question"])
@@ -168,6 +177,10 @@ def measure(system: str, run: Callable[[str], dict[str, Any]], question: dict[st
               "correct": correct, "latency_ms": round(latency_ms, 2), "cpu_ms": round(cpu_ms, 2)}  # fmt: skip
     if server_cpu:
         record["server_cpu_ms"] = round(1000 * (server_cpu() - server_before), 2)
+    if calls and calls.replay is not None:
+        # Counted in llm_calls too (the run's budget counted them, so the graph took the recorded path), but they
+        # took no model time: latency and CPU of a replayed record are the agent's own work.
+        record["replayed_calls"] = calls.hits - replayed_before
     if hit is not None:
         record["gold_hit"] = hit
     if error:
@@ -228,6 +241,18 @@ def earlier_records(out_dir: Path, settings: dict[str, Any]) -> list[dict[str, A
     return records
 
 
+def selective_plain(systems: Systems, info: dict[str, Any]) -> dict[str, Any] | None:
+    """Selective plain's floor: `info["selective_plain_floor"]` when the user gave one (--selective-plain-floor), else
+    the one fitted on tuning data for this backend at the run's cost (data/selective_plain.json); None when neither."""
+    cost = cost_for(systems.settings)
+    if info.get("selective_plain_floor") is not None:
+        return {"floor": float(info["selective_plain_floor"]), "cost": cost, "from": "--selective-plain-floor"}
+    fitted = fitted_floor(systems.backend, cost)
+    if fitted is None:
+        return None
+    return {"floor": fitted[0], "cost": cost, "fitted_at_cost": fitted[1], "from": "data/selective_plain.json"}
+
+
 def evaluate(
     questions: list[dict[str, Any]],
     systems: Systems,
@@ -263,13 +288,18 @@ def evaluate(
     # A bar on a terminal only: in a log or CI its carriage returns would fill the file.
     bar = tqdm(todo, desc="eval", unit="q", file=sys.stderr, disable=not (progress and sys.stderr.isatty()),
                dynamic_ncols=True)
-    with (out_dir / "records.jsonl").open("a" if resume else "w", encoding="utf-8") as sink:
+    calls = systems.calls
+    with (out_dir / "records.jsonl").open("a" if resume else "w", encoding="utf-8") as sink, installed(calls):
         try:
             for question in bar:
                 for name, run in runs:
                     if (question["id"], name) in done:  # measured before the interruption
                         continue
-                    record = {**measure(name, run, question, systems.server_cpu), "commit": commit}
+                    record = {**measure(name, run, question, systems.server_cpu, calls), "commit": commit}
+                    if calls and calls.misses and not calls.live_misses:
+                        raise EvalError(f"--replay {calls.replay}: question {question['id']} ({name}) made a model "
+                                        f"call the file does not hold ({calls.first_miss}); its record is not "
+                                        "written. Record the run again, or add --replay-misses live")
                     records.append(record)
                     sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                     sink.flush()
@@ -284,8 +314,10 @@ def evaluate(
         print(f"eval: {measured} questions in {seconds:.1f} s, {measured / max(seconds, 1e-9):.2f} q/s",
               file=sys.stderr)
     records = earlier + records
-    result = metrics(records)
+    selective = selective_plain(systems, info) if baseline else None
+    result = metrics(records, selective["floor"] if selective else None)
     result["run"] = {**info, **settings, "questions": len({r["id"] for r in records}),
+                     **({"selective_plain": selective} if selective else {}),
                      "records_resumed": len(earlier), "commits": sorted({str(r.get("commit", "")) for r in records}),
                      "seconds": round(time.time() - started, 1), "interrupted": interrupted}  # fmt: skip
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,147 @@
+"""Recording and replaying model calls (llm/replay.py) with the real ChatOpenAI against the local OpenAI-compatible
+server: what the graders read (first-token logprobs, usage) survives a replay, the key holds every setting that
+changes the reply, and a replayed `selfcrag eval` makes no request and decides as the recorded one did."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
+from support.openai_server import OpenAIServer, Reply
+from support.replies import Plausible
+
+from selfcrag.errors import CallNotRecorded
+from selfcrag.llm.replay import CallFile, installed
+
+CLI = [sys.executable, "-m", "selfcrag.cli"]
+SAMPLE_KB = Path(__file__).resolve().parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
+SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "sample_questions.jsonl"
+MESSAGES = [SystemMessage("Answer yes or no."), HumanMessage("Is the passage about the question?")]
+
+
+def model(server: OpenAIServer, **changed: object) -> ChatOpenAI:
+    settings = {"model": "test-model", "temperature": 0.0, "max_tokens": 8, "logprobs": True, "top_logprobs": 2,
+                **changed}
+    return ChatOpenAI(base_url=server.base_url, api_key=SecretStr("test"), max_retries=0, **settings)  # type: ignore[arg-type]
+
+
+def yes(_request: object) -> Reply:
+    return Reply(text="Yes", first_token=[("Yes", 0.8), ("No", 0.2)])
+
+
+def test_a_replayed_call_keeps_logprobs_and_usage_and_sends_nothing(tmp_path: Path):
+    recorded = tmp_path / "calls.jsonl"
+    with OpenAIServer(yes) as server, installed(CallFile(recorded)):
+        live = model(server).invoke(MESSAGES)
+    assert len(server.requests) == 1 and live.response_metadata["logprobs"]
+    # Another server on another port, which would answer differently: the replay must not reach it.
+    with OpenAIServer(lambda r: Reply(text="No")) as other, installed(CallFile(tmp_path / "again.jsonl",
+                                                                               recorded)) as calls:  # fmt: skip
+        replayed = model(other).invoke(MESSAGES)
+    assert other.requests == [] and calls is not None and calls.hits == 1
+    assert replayed.content == "Yes"
+    first = replayed.response_metadata["logprobs"]["content"][0]["top_logprobs"]
+    assert [(o["token"], round(math.exp(o["logprob"]), 6)) for o in first] == [("Yes", 0.8), ("No", 0.2)]
+    assert replayed.usage_metadata is not None and live.usage_metadata is not None
+    for count in ("input_tokens", "output_tokens", "total_tokens"):
+        assert replayed.usage_metadata[count] == live.usage_metadata[count] > 0  # type: ignore[literal-required]
+    # The replay's own file holds the call it rests on, so it can be replayed in turn.
+    assert [json.loads(line)["key"] for line in (tmp_path / "again.jsonl").read_text().splitlines()] == \
+        [json.loads(line)["key"] for line in recorded.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("change", [{"temperature": 0.7}, {"max_tokens": 9}, {"top_logprobs": 3},
+                                    {"logprobs": False}, {"stop": ["\n"]}, {"model": "other-model"},
+                                    {"logit_bias": {"9": -100}}, {"messages": True}])  # fmt: skip
+def test_what_changes_the_reply_changes_the_key(tmp_path: Path, change: dict[str, object]):
+    recorded = tmp_path / "calls.jsonl"
+    with OpenAIServer(yes) as server, installed(CallFile(recorded)):
+        model(server).invoke(MESSAGES)
+    settings = {k: v for k, v in change.items() if k not in ("messages", "stop")}
+    messages = [*MESSAGES[:1], HumanMessage("Is it?")] if "messages" in change else MESSAGES
+    with (OpenAIServer(yes) as server, installed(CallFile(tmp_path / "replay.jsonl", recorded)) as calls,
+          pytest.raises(CallNotRecorded, match="not in")):  # fmt: skip
+        model(server, **settings).invoke(messages, stop=change.get("stop"))  # type: ignore[arg-type]
+    assert server.requests == [] and calls is not None and calls.misses == 1
+
+
+def test_a_miss_can_be_made_live_and_is_recorded(tmp_path: Path):
+    recorded = tmp_path / "calls.jsonl"
+    recorded.write_text("")
+    with OpenAIServer(yes) as server, installed(CallFile(tmp_path / "new.jsonl", recorded, live_misses=True)) as calls:
+        model(server).invoke(MESSAGES)
+    assert len(server.requests) == 1 and calls is not None and (calls.hits, calls.misses) == (0, 1)
+    assert len((tmp_path / "new.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_damaged_calls_file_is_one_line(tmp_path: Path):
+    bad = tmp_path / "calls.jsonl"
+    bad.write_text('{"key": "a", "reply": []}\nnot json\n')
+    with pytest.raises(CallNotRecorded, match="line 2 is not a recorded call"):
+        CallFile(tmp_path / "out.jsonl", bad)
+    with pytest.raises(CallNotRecorded, match="cannot read"):
+        CallFile(tmp_path / "out.jsonl", tmp_path / "missing.jsonl")
+
+
+def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_a_replayed_eval_makes_no_model_call_and_decides_the_same(tmp_path: Path):
+    rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with (tmp_path / "questions.jsonl").open("w", encoding="utf-8") as sink:
+        for i in (0, 5, 26):
+            sink.write(json.dumps({"id": f"q{i}", "question": rows[i]["question"],
+                                   "answers": [rows[i]["answer"]] if rows[i]["answerable"] else [],
+                                   "is_impossible": not rows[i]["answerable"]}) + "\n")  # fmt: skip
+    env = {**os.environ}
+    assert run("ingest", str(SAMPLE_KB), "--index", str(tmp_path / "index"), env=env).returncode == 0
+    common = [str(tmp_path / "questions.jsonl"), "--index", str(tmp_path / "index"), "--baseline", "plain"]
+    with OpenAIServer(Plausible().responder()) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
+        first = run("eval", *common, "--out", str(tmp_path / "live"), env=env)
+        assert first.returncode == 0, first.stderr
+        made = len(server.requests)
+        replayed = run("eval", *common, "--out", str(tmp_path / "replayed"), "--replay", str(tmp_path / "live"),
+                       env=env)  # fmt: skip
+        assert replayed.returncode == 0, replayed.stderr
+        assert len(server.requests) == made  # not one request more
+        # A prompt the recording never saw is one line, and its record is not written.
+        (tmp_path / "other.jsonl").write_text(json.dumps({"id": "new", "question": "Who wrote the sample?",
+                                                          "answers": ["nobody"]}) + "\n")  # fmt: skip
+        missing = run("eval", str(tmp_path / "other.jsonl"), "--index", str(tmp_path / "index"), "--out",
+                      str(tmp_path / "missing"), "--replay", str(tmp_path / "live" / "calls.jsonl"), env=env)
+        assert len(server.requests) == made
+    assert missing.returncode != 0 and "not hold" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    before, after = ([json.loads(line) for line in (tmp_path / name / "records.jsonl").read_text().splitlines()]
+                     for name in ("live", "replayed"))  # fmt: skip
+    assert made == sum(r["llm_calls"] for r in before) > 0
+    assert [(r["id"], r["system"], r["decision"], r["answer"], r["confidence"], r["llm_calls"], r["tokens"])
+            for r in before] == [(r["id"], r["system"], r["decision"], r["answer"], r["confidence"], r["llm_calls"],
+                                  r["tokens"]) for r in after]  # fmt: skip
+    assert [r["replayed_calls"] for r in after] == [r["llm_calls"] for r in after]
+    assert json.loads((tmp_path / "replayed" / "metrics.json").read_text())["systems"]["selfcrag"]["llm_calls"][
+        "replayed"] == sum(r["llm_calls"] for r in after if r["system"] == "selfcrag")
+
+
+def test_calibrate_refits_and_redecides_from_records_alone(tmp_path: Path):
+    """Committed tuning records of the 0.5B model: no index, no model server, one command."""
+    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / \
+        "calibration_fit_model_question_terms_checked_records.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    done = run("calibrate", "--records", str(records), "--out", str(tmp_path / "fit.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "re-decided at cost 0.75" in done.stdout and "plain" in done.stdout
+    assert json.loads((tmp_path / "fit.json").read_text())["model"]["features"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    refused = run("calibrate", "--records", str(bad), "--out", str(tmp_path / "x.json"), env=env)
+    assert refused.returncode != 0 and "line 1 is not a selfcrag eval record" in refused.stderr
