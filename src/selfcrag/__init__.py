@@ -128,7 +128,7 @@ def ask(
         if thread_id is not None:
             raise
         _unkept()
-        return dict((compiled_graph or graph).invoke({"question": question}, context=context))
+        return dict((compiled_graph or _default_graph()).invoke({"question": question}, context=context))
 
 
 async def aask(
@@ -150,7 +150,15 @@ async def aask(
         if thread_id is not None:
             raise
         _unkept()
-        return dict(await (compiled_graph or graph).ainvoke({"question": question}, context=context))
+        return dict(await (compiled_graph or _default_graph()).ainvoke({"question": question}, context=context))
+
+
+def _default_graph() -> Any:
+    """The module-level graph `langgraph.json` serves, imported on first use (a bare `graph` inside this module's
+    functions would not reach the lazy `__getattr__`)."""
+    from selfcrag.graph import graph
+
+    return graph
 
 
 def _unkept() -> None:

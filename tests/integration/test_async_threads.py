@@ -73,13 +73,13 @@ async def test_a_turn_that_fails_is_closed_at_once_and_the_next_question_gets_it
 
 
 async def test_a_cancelled_turn_is_closed_as_stopped_and_frees_the_thread(store_url, monkeypatch):
-    import selfcrag.nodes.grade_documents as grading
+    import selfcrag.nodes.first_draft as drafting
 
     reached = asyncio.Event()
     loop = asyncio.get_running_loop()
-    make = grading.make
+    make = drafting.make
 
-    def slow_make(components):  # noqa: ANN001, ANN202 - grade_documents waits, as a slow model call would
+    def slow_make(components):  # noqa: ANN001, ANN202 - the first draft waits, as a slow model call would
         run = make(components)
 
         def waiting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -91,7 +91,7 @@ async def test_a_cancelled_turn_is_closed_as_stopped_and_frees_the_thread(store_
 
         return waiting
 
-    monkeypatch.setattr(grading, "make", slow_make)
+    monkeypatch.setattr(drafting, "make", slow_make)
     from selfcrag import build_graph
 
     graph = build_graph()
@@ -145,11 +145,11 @@ def stopped_aask(tmp_path, node: str, question: str, thread: str) -> subprocess.
 
 
 def test_a_turn_killed_mid_run_under_aask_is_answered_as_itself_by_the_next(store_url, tmp_path):
-    proc = stopped_aask(tmp_path, "grade_documents", GIFT, "crash-1")
+    proc = stopped_aask(tmp_path, "first_draft", GIFT, "crash-1")
     # The checkpoint before the node is written in the background: killed once it is, the turn stops inside it.
-    eventually(lambda: persistent().get_state(config("crash-1")).next == ("grade_documents",), "the checkpoint")
+    eventually(lambda: persistent().get_state(config("crash-1")).next == ("first_draft",), "the checkpoint")
     assert kill(proc).returncode == -signal.SIGKILL
-    assert persistent().get_state(config("crash-1")).next == ("grade_documents",)
+    assert persistent().get_state(config("crash-1")).next == ("first_draft",)
     eventually(lambda: leases.current("crash-1") is None, "the killed holder's lease running out")
 
     out = asyncio.run(aask(RETURNS, thread_id="crash-1"))

@@ -32,7 +32,8 @@ def test_returns_question_is_answered_from_the_chinese_returns_policy_with_30_da
 def test_unanswerable_chinese_question_gets_a_chinese_i_dont_know_naming_what_was_missing():
     result = ask("你们能把包裹寄到南极吗？")
     assert result["decision"] == "abstain"
-    assert result["answer"].startswith("我不知道：")
+    # plain's draft from the passages retrieved was the only candidate, and the confidence floor withheld it
+    assert result["answer"].startswith("我无法足够有把握地回答：")
     assert "南极" in result["missing"] and "南极" in result["answer"]
     assert result["citations"] == [] and result["llm_calls"] == 0
 

@@ -30,7 +30,7 @@ def test_ask_text_with_trace():
     proc = run("ask", "How many days do I have to return an item?", "--trace")
     assert proc.returncode == 0, proc.stderr
     assert "Decision:" in proc.stdout and "Confidence:" in proc.stdout
-    assert "Trace:" in proc.stdout and "grade_documents" in proc.stdout
+    assert "Trace:" in proc.stdout and "first_draft" in proc.stdout
 
 
 def test_ingest_jsonl_then_ask(tmp_path: Path):

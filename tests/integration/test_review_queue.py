@@ -22,7 +22,7 @@ CLI = [sys.executable, "-m", "selfcrag.cli"]
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
              .read_text(encoding="utf-8").splitlines() if line.strip()]  # fmt: skip
 WHO = "Who founded Parcelly?"  # the sample answers with an unrelated sentence: held for review
-DRAFT = "Parcelly Membership is our subscription service. [doc_1]"
+DRAFT = "Parcelly Membership is our subscription service. [doc_2]"  # plain's draft: the passage retrieved second
 AWAITS = "This answer awaits review by a person"
 # Confidence thresholds no answer reaches: every drafted answer goes to review.
 REVIEW_EVERY_ANSWER = {"human_review": True, "min_confidence": 1.0, "caveat_band": 0.0}

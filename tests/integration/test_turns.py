@@ -36,7 +36,7 @@ GIFT = "Can I use a gift card to pay for shipping?"
 RETURNS = "How many days do I have to return an item?"
 REFUNDS = "How long does a refund take to reach my account?"
 WHO = "Who founded Parcelly?"  # held for review by the sample (an unrelated sentence answers it)
-DRAFT = "Parcelly Membership is our subscription service. [doc_1]"
+DRAFT = "Parcelly Membership is our subscription service. [doc_2]"  # plain's draft: the passage retrieved second
 QUESTIONS = [json.loads(line)["question"] for line in
              (ROOT / "tests" / "data" / "sample_questions.jsonl").read_text(encoding="utf-8").splitlines()
              if line.strip()]  # fmt: skip
@@ -94,7 +94,7 @@ def history(thread: str) -> list[tuple[str, str]]:
 
 
 def test_a_turn_killed_mid_run_is_answered_as_itself_and_the_next_question_gets_its_own(store_url, stopped):
-    proc = stopped("grade_documents", "ask", GIFT, "--thread", "crash-1")
+    proc = stopped("first_draft", "ask", GIFT, "--thread", "crash-1")
     graph = persistent()
     assert len(list(graph.get_state_history(config("crash-1")))) >= 3  # input, prepare, contextualize, retrieve
     # While the turn runs, a second one on the thread waits for it; told not to wait, it is refused in one line.
@@ -102,7 +102,7 @@ def test_a_turn_killed_mid_run_is_answered_as_itself_and_the_next_question_gets_
     assert busy.returncode == 1 and busy.stderr.count("\n") == 1 and "Traceback" not in busy.stderr
     assert busy.stderr.startswith("selfcrag: error: thread crash-1 is busy: another turn holds it")
     assert kill(proc).returncode == -signal.SIGKILL
-    assert graph.get_state(config("crash-1")).next == ("grade_documents",)  # the killed turn, unfinished
+    assert graph.get_state(config("crash-1")).next == ("first_draft",)  # the killed turn, unfinished
 
     after = cli("ask", RETURNS, "--thread", "crash-1", "--json")
     assert after.returncode == 0, after.stderr
@@ -150,9 +150,9 @@ def test_a_turn_killed_between_a_nodes_saved_writes_and_the_next_checkpoint_is_r
     # Seen on PostgreSQL in CI: the thread then reports nothing left to run (`next` leaves out tasks whose writes
     # were saved), and a next question taken as a new turn ran on top of the unfinished one.
     first = ask(GIFT, thread_id="whole")
-    cut_after_saved_writes("whole", "cut", "generate")
+    cut_after_saved_writes("whole", "cut", "first_draft")
     state = persistent().get_state(config("cut"))
-    assert state.next == () and [t.name for t in state.tasks] == ["generate"]
+    assert state.next == () and [t.name for t in state.tasks] == ["first_draft"]
     after = cli("ask", RETURNS, "--thread", "cut", "--json")
     assert after.returncode == 0, after.stderr
     out = json.loads(after.stdout)

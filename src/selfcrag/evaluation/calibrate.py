@@ -86,6 +86,11 @@ def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def questions_in(rows: Sequence[dict[str, Any]]) -> int:
+    """How many questions the rows are of (a question gives a row per candidate)."""
+    return len({(r.get("source", ""), r.get("id", i)) for i, r in enumerate(rows)})
+
+
 def chosen(rows: Sequence[dict[str, Any]], probability: Sequence[float]) -> tuple[list[dict[str, Any]], list[float]]:
     """Each question decided again from its candidates' probabilities, as `finalize` decides: the most probable
     candidate (the earlier on a tie: plain's draft first), or nothing drafted. One row and one probability per
@@ -236,7 +241,8 @@ def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L
                   "weights": _rounded(weights), "bias": round(bias, 6)},
         "cross_validation": {
             "grouped_by": grouped, "folds": len(folds([r["group"] for r in drafted])),
-            "questions": len(rows), "drafted": len(drafted), "right": sum(1 for r in rows if r["label"]), "l2": l2,
+            "questions": questions_in(rows), "candidates": len(rows), "drafted": len(drafted),
+            "right": sum(1 for r in rows if r["label"]), "l2": l2,
             "before": scores([r["before"] for r in rows], rows), "after": scores(list(after), rows),
             **({"by_source": by_source} if by_source else {})},
         "out_of_fold": [float(p) for p in after],  # each row's cross-validated probability (not written)
@@ -248,7 +254,8 @@ def _rounded(values: np.ndarray) -> list[float]:
 
 
 def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: str, command: str) -> dict[str, Any]:
-    return {"data": [{"file": f.name, "sha256": sha256(f)} for f in files], "questions": len(rows),
+    return {"data": [{"file": f.name, "sha256": sha256(f)} for f in files], "questions": questions_in(rows),
+            "candidates": len(rows),
             "groups": len({r["group"] for r in rows}), "backend": backend, "git_commit": git_commit(),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "command": command}  # fmt: skip
 
@@ -295,7 +302,8 @@ def calibrate(questions: Sequence[dict[str, Any]], systems: Systems, files: Sequ
 def table(fitted: dict[str, Any]) -> str:
     """Grouped-CV AUROC / ECE / AURC of the confidence the runs had, and of the fit."""
     cv = fitted["cross_validation"]
-    lines = [f"{cv['questions']} questions ({cv['drafted']} with a draft, {cv['right']} right), "
+    lines = [f"{cv['questions']} questions, {cv.get('candidates', cv['questions'])} candidates ({cv['drafted']} "
+             f"drafts, {cv['right']} right), "
              f"{cv['folds']} folds grouped by {cv['grouped_by']}",
              f"{'':<26}{'AUROC':>8}{'ECE':>8}{'AURC':>8}"]
     for name, label in (("before", "before (current confidence)"), ("after", "after (this fit)")):
