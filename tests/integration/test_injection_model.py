@@ -94,7 +94,11 @@ def test_a_sentence_citing_a_document_that_does_not_say_it_is_unsupported_even_i
     assert check_prompts and "must be supported by that document" in check_prompts[0].system
     assert all(step["decision"] == "not grounded" for step in checks(result))
     assert all("The return window is 365 days." in step["unsupported"] for step in checks(result))
-    assert result["decision"] == "abstain" and result["citations"] == []
+    if calibration.endswith("withheld.json"):
+        assert result["decision"] == "abstain" and result["citations"] == []
+    else:  # a misattributed number is a finding that lowers the draft's score, not a veto (issue 43): never plain
+        assert result["decision"] in ("abstain", "answer_with_caveat")
+        assert result["decision"] == "abstain" or "groundedness" in result["answer"].lower()
 
 
 # Planted forms the old surface filter let through to the model prompts (issue 23 finding 7): none reaches one now.

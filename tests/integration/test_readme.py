@@ -131,6 +131,10 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 for i, q in enumerate(questions)]  # fmt: skip
     (work / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in labelled[:4]), encoding="utf-8")
     (work / "my_questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in labelled), encoding="utf-8")
+    # A tuning eval's records, as `selfcrag calibrate --records` reads them: the 0.5B's committed tuning runs.
+    (work / "eval-tuning").mkdir()
+    shutil.copy(ROOT / "benchmarks/results/calibration_fit_model_question_terms_checked_records.jsonl",
+                work / "eval-tuning" / "records.jsonl")
     return work
 
 

@@ -12,7 +12,7 @@ from langgraph_sdk import get_client, get_sync_client
 from support.langgraph_server import ROOT, langgraph_dev
 
 from selfcrag import Context
-from selfcrag.context import OPERATOR_SETTINGS
+from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS
 from selfcrag.graph import NODES, graph
 
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
@@ -53,7 +53,8 @@ def test_schemas_publish_input_output_and_every_setting_once_with_its_descriptio
     assert set(published) == set(Context.model_fields)
     for name, f in Context.model_fields.items():
         assert published[name]["description"] == f.description, name
-        assert published[name].get("readOnly", False) is (name in OPERATOR_SETTINGS), name
+        # assistant settings (the system prompts) are the operator's, but an assistant's form may set them
+        assert published[name].get("readOnly", False) is (name in OPERATOR_SETTINGS - ASSISTANT_SETTINGS), name
     assert schemas["config_schema"]["properties"] == {}
 
 
@@ -112,10 +113,10 @@ def test_updates_messages_and_custom_modes_all_stream(client, assistant_id):
 
     updated = [node for update in events["updates"] for node in update]
     assert updated[:5] == ["prepare", "contextualize", "route_question", "retrieve",
-                           "grade_documents"] and updated[-1] == "finalize"
+                           "first_draft"] and updated[-1] == "finalize"
     progress = [e["text"] for e in events["custom"]]
-    assert any(t.startswith("graded 5 documents: ") for t in progress), progress
-    assert {e["node"] for e in events["custom"]} >= {"retrieve", "grade_documents", "generate"}
+    assert any(t.startswith("drafting an answer from the 5 retrieved passages") for t in progress), progress
+    assert {e["node"] for e in events["custom"]} >= {"retrieve", "first_draft", "check_hallucination"}
     # The offline generator copies sentences, so there are no tokens: `messages` carries model output only, the
     # answer message, and no echo of the question, which enters the thread's history all the same.
     (complete,) = events["messages/complete"]

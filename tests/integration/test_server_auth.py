@@ -257,10 +257,10 @@ def test_with_review_on_a_run_may_raise_the_quality_bar_but_never_lower_it(clien
 
 def test_a_turn_stopped_halfway_is_not_readable_until_a_run_finishes_it(clients, assistant_id):
     """The thread a failed or cancelled run leaves holds the unchecked draft. The operator pauses one right after
-    `generate` to make exactly that thread, deterministically, for the asker Erin."""
+    `first_draft` to make exactly that thread, deterministically, for the asker Erin."""
     erin, olga = clients["erin"], clients["olga"]
     thread = erin.threads.create()["thread_id"]
-    olga.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD, interrupt_after=["generate"])
+    olga.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD, interrupt_after=["first_draft"])
     draft = olga.threads.get_state(thread)["values"]["answer"]
     assert "15 days" in draft  # what threads.get would serve her
     sentence = draft.split(" [doc_")[0]

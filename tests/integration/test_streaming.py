@@ -153,6 +153,6 @@ def test_the_messages_stream_carries_model_output_only_while_the_thread_keeps_th
         else:
             values = chunk
     assert streamed and {kind for kind, _ in streamed} <= {"AIMessageChunk", "ai"}, streamed  # no echo of RETURNS
-    assert {node for _, node in streamed} == {"generate", "finalize"}  # the tokens, then the answer as one message
+    assert {node for _, node in streamed} == {"first_draft", "finalize"}  # the tokens, then the answer as one message
     assert [(m.type, m.content) for m in values["messages"]][0] == ("human", RETURNS)  # who asked what
     assert [m.type for m in values["messages"]] == ["human", "ai"]

@@ -105,7 +105,7 @@ def test_subgraph_progress_streams_through_the_parent():
     agent = chat_agent.build_chat_agent()
     events = list(agent.stream({"messages": [HumanMessage(RETURNS)]}, stream_mode="custom", subgraphs=True))
     assert events and all(namespace[0].startswith("knowledge_base:") for namespace, _ in events)
-    assert any(event["text"].startswith("graded ") for _, event in events)
+    assert any(event["text"].startswith("drafting an answer") for _, event in events)
 
 
 # --- wrapped as a tool of a tool-calling agent --------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,10 @@ from langchain_core.messages import message_to_dict, messages_from_dict
 from langchain_core.outputs import ChatGeneration, Generation
 
 from selfcrag.errors import CallNotRecorded
+from selfcrag.prompts.evidence import KEY_HEX, TAGS
+
+# A fence tag with its key, as prompts/evidence.block writes it (the tag names are evidence.TAGS).
+FENCE_KEY = re.compile(rf"(</?(?:{'|'.join(TAGS)}))-[0-9a-f]{{{KEY_HEX}}}\b")
 
 # Serialised model settings that say how to reach a server, not what it replies (LangChain's field names for
 # OpenAI-compatible and other providers' chat models).
@@ -61,7 +66,13 @@ def call_key(prompt: str, llm_string: str) -> tuple[str, dict[str, Any]]:
         basis = json.dumps({"id": model.get("id"), "settings": settings}, sort_keys=True) + "---" + params
     else:
         described, basis = {"params": llm_string}, llm_string
-    return hashlib.sha256(f"{basis}\n{prompt}".encode()).hexdigest(), described
+    return hashlib.sha256(f"{basis}\n{unfenced(prompt)}".encode()).hexdigest(), described
+
+
+def unfenced(prompt: str) -> str:
+    """The prompt with every fence key (prompts/evidence.py: a random code drawn for each prompt, so no document can
+    close its fence) replaced by one placeholder: the same question over the same evidence is the same call."""
+    return FENCE_KEY.sub(r"\1-KEY", prompt)
 
 
 def _messages(prompt: str) -> list[dict[str, str]]:

@@ -18,29 +18,29 @@ from selfcrag.offline.groundedness import instruction_claim
 from selfcrag.progress import emit
 from selfcrag.quality.echoes import echoes, planted_sentences
 from selfcrag.state import NodeFunction, State
-from selfcrag.text.rules import backed_by
+from selfcrag.text.rules import backed_by, named_in
 from selfcrag.trust_boundary import settings_of
 
 
 def retrieved_text(state: State) -> str:
-    """Every passage the run retrieved (kept, set aside, or of this round), titles included: the names and numbers
-    of a draft the rule checks read beyond the strips it cites. A multi-hop draft restates its first hop from a
-    passage the refinement left out; that is the knowledge base's word, not the draft's invention."""
+    """Every passage the run retrieved (kept, set aside, or of this round), titles included."""
     retrieved = [*(state.get("sources") or []), *(state.get("set_aside") or []), *(state.get("documents") or []),
                  *(state.get("knowledge") or [])]  # fmt: skip
     return "\n".join(dict.fromkeys(f"{p['title']}\n{p['text']}" for p in retrieved))
 
 
 def repeatable(question: str, state: State, settings: Context) -> str:
-    """What the rule checks let an answer repeat beyond the strips it cites: every retrieved passage, and of the
-    question (`question_terms`) nothing (`checked`), all of it (`given`), or the words a retrieved passage holds
-    too (`backed`; the rest masked)."""
+    """What the rule checks let an answer repeat beyond the strips it cites: the names and identifiers of every
+    passage the run retrieved (a multi-hop draft restates its first hop from a passage the refinement left out; its
+    numbers are no licence: `rules.named_in`), and of the question (`question_terms`) nothing (`checked`), all of it
+    (`given`), or the words a retrieved passage holds too (`backed`; the rest masked)."""
     passages = retrieved_text(state)
+    named = named_in(passages)
     if settings.question_terms == "checked":
-        return passages
+        return named
     if settings.question_terms == "given":
-        return f"{question}\n{passages}"
-    return f"{backed_by(question, passages)}\n{passages}"
+        return f"{question}\n{named}"
+    return f"{backed_by(question, passages)}\n{named}"
 
 
 def echo_veto(check: GroundednessCheck, answer: str, strips: list[Strip], state: State) -> GroundednessCheck:

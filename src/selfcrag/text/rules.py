@@ -58,6 +58,16 @@ def names(sentence: str) -> list[str]:
     return found
 
 
+def named_in(text: str) -> str:
+    """The names and identifiers `text` holds, one a line, without its numbers: what the rule checks may let a
+    draft repeat from the run's other passages. A name there is the knowledge base's word (a multi-hop draft restates
+    its first hop); a number there is no licence, since a value belongs to the claim it was stated for (365 days
+    for gift cards is no return window)."""
+    found = [_POSSESSIVE.sub("", match.group(0)) for match in _NAME.finditer(text)]  # sentence openers too
+    found += [token for token in _TOKEN.findall(text) if is_identifier(token)]
+    return "\n".join(dict.fromkeys(re.sub(r"\b\d+(?:[.,]\d+)*\b", " ", name) for name in found))
+
+
 _WORD = re.compile(r"[^\W_]+(?:[_.][^\W_]+)*")  # a word of any script, identifiers whole
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
