@@ -69,7 +69,7 @@ def test_chinese_and_mixed_questions_are_still_answered(graph):
     chinese = graph.invoke({"question": "退货期限是多久？"})
     assert chinese["decision"] in ("answer", "answer_with_caveat") and "30" in chinese["answer"]
     mixed = graph.invoke({"question": "Plus 会员的年费是多少？"})
-    assert "grade_documents" in [s["node"] for s in mixed["trace"]]
+    assert "first_draft" in [s["node"] for s in mixed["trace"]]  # read and drafted from, not refused
 
 
 @pytest.mark.parametrize(

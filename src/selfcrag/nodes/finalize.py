@@ -234,7 +234,9 @@ def make(components: Components) -> NodeFunction:
         update["trace"] = [
             # A held draft waits in the interrupt for the reviewer; the output (its trace included) never shows it.
             {"node": "finalize", "decision": decision, "reason": reason, "scores": dict(scores),
-             "draft": "" if decision == "human_review" else draft, "candidates": considered}
+             "draft": "" if decision == "human_review" else draft,
+             "candidates": [{k: v for k, v in c.items() if k != "answer"} for c in considered]
+             if decision == "human_review" else considered}
         ]
         if decision == "human_review" and update["draft"].get("sealed"):
             update |= review_case.sealed_state(trace + update["trace"])
