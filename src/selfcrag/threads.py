@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, convert_to_messages
+from langgraph.constants import START
 from langgraph.graph import END
 from langgraph.types import Command
 
 from selfcrag.chat import close_run
-from selfcrag.errors import ReviewError
+from selfcrag.errors import LeaseLostError, ReviewError
 from selfcrag.errors import ThreadBusyError as ThreadBusyError  # where callers look for it
 from selfcrag.graph import build_graph
 from selfcrag.graph import graph as default_graph
@@ -101,6 +102,8 @@ def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> 
         check_idle(graph, thread_id)
         try:
             yield extra
+        except LeaseLostError:
+            raise  # the thread is another holder's now: this one writes nothing more, not even a closing note
         except BaseException as exc:
             stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
             reason = "it was stopped" if stopped else f"it failed: {_first_line(exc)}"
@@ -115,8 +118,10 @@ def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
     state = graph.get_state(config(thread_id))
     if not unfinished(state):
         return {}
-    asked, turn_id = _last_question(state.values)
-    number = sum(_is_user(m) for m in state.values.get("messages") or [])
+    said = state.values.get("messages") or []
+    said = [*said, *_pending_input(graph, thread_id, state)]
+    asked, turn_id = _last_question({**state.values, "messages": said})
+    number = sum(_is_user(m) for m in said)
     if leases.resumed(thread_id) == turn_id:
         outcome, answer = "closed", close(graph, thread_id, "it stopped again when resumed")
     else:
@@ -139,12 +144,15 @@ def close(graph: Any, thread_id: str, why: str) -> str:
     state = graph.get_state(cfg)
     if not unfinished(state):
         return ""
-    asked, _ = _last_question(state.values)
+    pending = _pending_input(graph, thread_id, state)
+    asked, _ = _last_question({**state.values, "messages": [*(state.values.get("messages") or []), *pending]})
     note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)
     ending = {"answer": note, "citations": [], "decision": "abstain", "confidence": 0.0, "missing": why}
+    update = close_run(state.values, ending)
+    update["messages"] = [*pending, *update["messages"]]  # a question the crash kept from the state: kept with it
     # Written as `prepare` (a node without a route, which update_state could not take), then every task pending —
     # the unfinished run's and the one after prepare — dropped: LangGraph's update with no values as END.
-    graph.update_state(cfg, close_run(state.values, ending), as_node="prepare")
+    graph.update_state(cfg, update, as_node="prepare")
     graph.update_state(cfg, None, as_node=END)
     return note
 
@@ -168,6 +176,24 @@ def ask_in_thread(question: str, thread_id: str | None = None, context: Any = No
         return finish(graph, thread_id, dict(result)) | extra
 
 
+def _pending_input(graph: Any, thread_id: str, state: Any) -> list[Any]:
+    """The user messages of a turn cut short at its first checkpoint: its input waits in the `__start__` task,
+    not yet in the thread's values, so counting those would name the turn before it. (Once the task's writes are
+    saved, the values hold them.)"""
+    if not any(task.name == START and task.result is None for task in state.tasks):
+        return []
+    saved = graph.checkpointer.get_tuple(config(thread_id))
+    given = (saved.checkpoint["channel_values"].get(START) if saved else None) or {}
+    if not isinstance(given, dict):
+        return []
+    if given.get("messages"):
+        try:
+            return [m for m in convert_to_messages(given["messages"]) if _is_user(m)]
+        except (TypeError, ValueError, NotImplementedError):  # a client's malformed input: the run itself fails on it
+            return []
+    return [HumanMessage(str(given["question"]))] if given.get("question") else []
+
+
 def _last_question(values: dict[str, Any]) -> tuple[str, str]:
     """The text and message id of the thread's last user message: the unfinished turn's question."""
     for message in reversed(values.get("messages") or []):
@@ -188,7 +214,9 @@ def _is_user(message: Any) -> bool:
 
 def resolve_review(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
     """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
-    the thread's final output (the reviewed answer)."""
+    the thread's final output (the reviewed answer). Under the review's claim (a lease), fenced: a reviewer that
+    stalled past it writes nothing and gets LeaseLostError, one line. The record is set from what the thread holds,
+    so the two agree; ReviewError, one line, when the review or its thread has gone or was decided meanwhile."""
     if action not in reviews.ACTIONS:
         raise ReviewError(f"action must be one of {', '.join(reviews.ACTIONS)}, got {action!r}")
     if action == "edit" and not answer.strip():
@@ -200,10 +228,37 @@ def resolve_review(review_id: str, action: str, answer: str = "", note: str = ""
         if status not in reviews.OPEN:
             raise ReviewError(f"review {review_id} is {status}, not pending")
         if not paused(graph, review_id):
-            reviews.set_status(review_id, "stale", note="the thread is no longer paused")
-            raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
+            raise _settle(graph, review_id)
         reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
         reply |= {"note": note} if note else {}
         result = finish(graph, review_id, dict(graph.invoke(Command(resume=reply), config(review_id))))
-        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
+        if again := paused(graph, review_id):  # the node refused the reply (its error says why): nothing decided
+            why = (again[0].value or {}).get("error") or "the thread awaits review again"
+            raise ReviewError(f"review {review_id} was not decided: {why}")
+        decided = _decision(graph, review_id) or action
+        reviews.set_status(review_id, reviews.DONE[decided], answer=result.get("answer", ""), note=note)
     return result
+
+
+def _decision(graph: Any, thread_id: str) -> str:
+    """The action a reviewer's decision left in the thread's last run ("" if its last run was not decided so)."""
+    review = graph.get_state(config(thread_id)).values.get("review") or {}
+    return str(review.get("action") or "") if isinstance(review, dict) else ""
+
+
+def _settle(graph: Any, review_id: str) -> ReviewError:
+    """A pending review whose thread no longer waits: a decision the thread holds (a reviewer stopped between
+    publishing it and recording it) is recorded as the thread has it; anything else (the thread deleted, or moved
+    on) marks the review stale. Returns the one-line error to raise."""
+    state = graph.get_state(config(review_id))
+    if decided := _decision(graph, review_id):
+        answer = str(state.values.get("answer") or "")
+        reviews.set_status(review_id, reviews.DONE[decided], answer=answer,
+                           note="recorded from the thread: its decider stopped before recording it")  # fmt: skip
+        return ReviewError(f"review {review_id} was already decided ({reviews.DONE[decided]}) by a reviewer who "
+                           "stopped before recording it; recorded now as the thread holds it")
+    gone = not state.values and not state.next
+    reviews.set_status(review_id, "stale", note="the thread is gone" if gone else "the thread is no longer paused")
+    if gone:
+        return ReviewError(f"review {review_id}: its thread is gone (deleted); nothing to decide (marked stale)")
+    return ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")

@@ -8,8 +8,14 @@ when done. A holder that dies (kill -9, power loss) stops renewing, so its lease
 waits for it, polling, at most `SELFCRAG_TURN_WAIT` seconds (default 60), then gives up with one line.
 
 Expiry is compared with each process's own clock: processes on several machines sharing PostgreSQL need clocks
-within a small part of the lease of each other (NTP does that). A holder stalled longer than its lease (a
-suspended laptop, SIGSTOP) loses it; its renewal notices and logs a warning on `selfcrag.store`.
+within a small part of the lease of each other (NTP does that).
+
+Fencing. Each take of a lease raises the row's `epoch`. A holder stalled longer than its lease (a suspended laptop,
+SIGSTOP, a VM paused) has lost it for good, even if nobody took it meanwhile: every write it makes under the lease —
+the thread's checkpoints (store/checkpoint.py), the review record, the run record, the lease row's own marks — is
+one transaction with a check that its holder, epoch and expiry are still current (db.Lease), so a lost lease writes
+nothing and the holder stops with LeaseLostError, one line. The lease this code holds is found by thread id in a
+context variable, which LangGraph copies into the threads that write checkpoints.
 """
 
 from __future__ import annotations
@@ -23,20 +29,23 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from selfcrag.errors import ThreadBusyError
-from selfcrag.store.db import database
+from selfcrag.store.db import CURRENT, Lease, database
 
 LOG = logging.getLogger("selfcrag.store")
 LEASE_SECONDS = 30.0
 WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.2
 
-TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at) VALUES (?, ?, ?, ?)
+TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at, epoch) VALUES (?, ?, ?, ?, 1)
     ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, purpose = excluded.purpose,
-    expires_at = excluded.expires_at WHERE selfcrag_turns.expires_at < ?"""
-RENEW = "UPDATE selfcrag_turns SET expires_at = ? WHERE thread_id = ? AND holder = ?"
-FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ?"
+    expires_at = excluded.expires_at, epoch = selfcrag_turns.epoch + 1 WHERE selfcrag_turns.expires_at < ?"""
+RENEW = f"UPDATE selfcrag_turns SET expires_at = ? WHERE {CURRENT}"  # an expired lease is not brought back
+FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ? AND epoch = ?"
+# The leases this code holds, by thread id: what its writes on those threads are fenced with.
+HELD: ContextVar[dict[str, Lease]] = ContextVar("selfcrag_leases", default={})  # noqa: B039 - never mutated
 
 
 def _seconds(name: str, default: float, least: float) -> float:
@@ -72,15 +81,26 @@ def current(thread_id: str) -> dict[str, object] | None:
     return rows[0] if rows else None
 
 
+def mine(thread_id: str) -> Lease | None:
+    """The lease this code holds on the thread, which its writes there must carry; None when it holds none."""
+    return HELD.get().get(thread_id)
+
+
 def _take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
     now = time.time()
     return database().execute(TAKE, (thread_id, holder, purpose, now + lease, now)) > 0
 
 
+def _epoch(thread_id: str, holder: str) -> int:
+    rows = database().query("SELECT epoch FROM selfcrag_turns WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+    return int(rows[0]["epoch"]) if rows else -1  # gone already (it cannot be: -1 fences every write out)
+
+
 @contextmanager
 def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
     """Hold the thread's lease for the block (renewed meanwhile), waiting for it at most `wait_seconds()`;
-    raises ThreadBusyError naming the thread and its holder when it stays taken. Yields the holder's name."""
+    raises ThreadBusyError naming the thread and its holder when it stays taken. Yields the holder's name; the
+    block's writes on the thread are fenced with the lease (see the module's text)."""
     lease, wait = lease_seconds(), wait_seconds()
     holder = holder_name()
     deadline = time.monotonic() + wait
@@ -92,29 +112,34 @@ def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
                                   "try again when it ends")  # fmt: skip
         # Jitter: waiters that poll in step would all miss the moment it frees, then all collide.
         time.sleep(min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
+    fenced = Lease(thread_id, holder, _epoch(thread_id, holder))
     stop = threading.Event()
-    renewer = threading.Thread(target=_renew, args=(thread_id, holder, lease, stop), daemon=True,
+    renewer = threading.Thread(target=_renew, args=(fenced, lease, stop), daemon=True,
                                name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
     renewer.start()
+    token = HELD.set({**HELD.get(), thread_id: fenced})
     try:
         yield holder
     finally:
+        HELD.reset(token)
         stop.set()
         renewer.join()
         try:
-            database().execute(FREE, (thread_id, holder))
+            database().execute(FREE, (thread_id, holder, fenced.epoch))
         except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
             # Info, not a warning: the command's own line reports the database fault once; the next turn that
             # finds the lease says how long it waits.
             LOG.info("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
 
 
-def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> None:
+def _renew(fenced: Lease, lease: float, stop: threading.Event) -> None:
+    thread_id = fenced.thread_id
     while not stop.wait(lease / 3):
         try:
-            if not database().execute(RENEW, (time.time() + lease, thread_id, holder)):
-                LOG.warning("thread %s: lease lost (held longer than %gs without renewal); another process may "
-                            "take the thread", thread_id, lease)  # fmt: skip
+            if not database().execute(RENEW, (time.time() + lease, *fenced.current()[1])):
+                # Info, not a warning: the holder's next write there is refused, and that error is its one line.
+                LOG.info("thread %s: lease lost (held longer than %gs without renewal); another process may take "
+                         "the thread, and this one writes nothing more there", thread_id, lease)  # fmt: skip
                 return
         except Exception as exc:  # noqa: BLE001 - a database blip: try again at the next beat, within the lease
             LOG.info("thread %s: lease not renewed: %s", thread_id, exc)  # a lost lease is the warning above
@@ -127,5 +152,11 @@ def resumed(thread_id: str) -> str:
 
 
 def mark_resumed(thread_id: str, turn_id: str) -> None:
-    """Remember, before resuming it, that this crashed turn was resumed once (a second crash closes it)."""
-    database().execute("UPDATE selfcrag_turns SET resumed = ? WHERE thread_id = ?", (turn_id, thread_id))
+    """Remember, before resuming it, that this crashed turn was resumed once (a second crash closes it). Only
+    under the thread's lease, while it is current."""
+    fenced = mine(thread_id)
+    if fenced is None:
+        raise RuntimeError(f"mark_resumed({thread_id!r}) outside the thread's lease")
+    where, params = fenced.current()
+    if not database().execute(f"UPDATE selfcrag_turns SET resumed = ? WHERE {where}", (turn_id, *params)):
+        raise fenced.lost()
