@@ -60,3 +60,39 @@ def test_bad_settings_are_one_line(monkeypatch, name, value):
     with pytest.raises(ValueError, match=name) as bad, leases.held("t"):
         pass
     assert "\n" not in str(bad.value)
+
+
+def test_each_take_raises_the_epoch_and_a_lost_lease_writes_nothing():
+    from selfcrag.errors import LeaseLostError
+    from selfcrag.store.db import database
+
+    with leases.held("t"):
+        first = leases.mine("t")
+        assert first is not None and first.epoch == 1
+    with leases.held("t"):
+        ours = leases.mine("t")
+        assert ours is not None and ours.epoch == 2
+        database().execute("UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = 't'")  # stalled past it
+        leases.mark_resumed("t", "message-1")  # expired, but nobody took it: still current
+        assert leases._take("t", "other", "review", 30)  # another process takes the thread
+        assert leases.current("t")["holder"] == "other"
+        with pytest.raises(LeaseLostError, match="stopped before its next write") as lost:
+            leases.mark_resumed("t", "message-2")
+        assert "\n" not in str(lost.value)
+        assert not database().execute(leases.RENEW, (1e12, *ours.current()[1]))  # nor renewed back
+    assert leases.mine("t") is None and leases.resumed("t") == "message-1"
+    assert leases.current("t")["holder"] == "other"  # freeing the lost lease did not free the other's
+
+
+def test_a_store_made_before_fencing_gets_its_epoch_column(tmp_path, monkeypatch):
+    import sqlite3
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as conn:
+        conn.execute("CREATE TABLE selfcrag_turns (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL DEFAULT '', "
+                     "purpose TEXT NOT NULL DEFAULT '', expires_at DOUBLE PRECISION NOT NULL DEFAULT 0, "
+                     "resumed TEXT NOT NULL DEFAULT '')")  # fmt: skip
+        conn.execute("INSERT INTO selfcrag_turns VALUES ('t', 'old', 'turn', 0, '')")
+    monkeypatch.setenv("SELFCRAG_DATABASE_URL", f"sqlite:///{old}")
+    with leases.held("t"):
+        assert leases.mine("t").epoch == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -69,10 +68,11 @@ SCHEMA = (
 )
 # Columns added since a table was first made: (table, column, its definition), added where missing.
 ADDED = (("selfcrag_turns", "epoch", "BIGINT NOT NULL DEFAULT 0"),)
-# A lease is current while its row still names its holder and epoch and has not expired (leases.py).
-CURRENT = "thread_id = ? AND holder = ? AND epoch = ? AND expires_at >= ?"
+# A lease is current while its row still names its holder and epoch: nobody took it since (leases.py). An expired
+# lease nobody took is still current — writing under it can clash with no one — and any take raises the epoch.
+CURRENT = "thread_id = ? AND holder = ? AND epoch = ?"
 LOST = ("thread {}: this process ({}) stalled past its lease (SELFCRAG_TURN_LEASE: suspended, SIGSTOP, a paused "
-        "VM), so it stopped before its next write there; another process may have taken the thread since")
+        "VM) and another process took the thread meanwhile, so it stopped before its next write there")
 
 
 class Lease(NamedTuple):
@@ -83,8 +83,8 @@ class Lease(NamedTuple):
     epoch: int
 
     def current(self) -> tuple[str, tuple[object, ...]]:
-        """The SQL condition on `selfcrag_turns` that this lease is still current, with its parameters (now)."""
-        return CURRENT, (self.thread_id, self.holder, self.epoch, time.time())
+        """The SQL condition on `selfcrag_turns` that this lease is still current, with its parameters."""
+        return CURRENT, (self.thread_id, self.holder, self.epoch)
 
     def lost(self) -> LeaseLostError:
         return LeaseLostError(LOST.format(self.thread_id, self.holder))

@@ -11,11 +11,12 @@ Expiry is compared with each process's own clock: processes on several machines 
 within a small part of the lease of each other (NTP does that).
 
 Fencing. Each take of a lease raises the row's `epoch`. A holder stalled longer than its lease (a suspended laptop,
-SIGSTOP, a VM paused) has lost it for good, even if nobody took it meanwhile: every write it makes under the lease —
-the thread's checkpoints (store/checkpoint.py), the review record, the run record, the lease row's own marks — is
-one transaction with a check that its holder, epoch and expiry are still current (db.Lease), so a lost lease writes
-nothing and the holder stops with LeaseLostError, one line. The lease this code holds is found by thread id in a
-context variable, which LangGraph copies into the threads that write checkpoints.
+SIGSTOP, a VM paused) loses it once another process takes the thread: every write it makes under the lease — the
+thread's checkpoints (store/checkpoint.py), the review record, the run record, the lease row's own marks — is one
+transaction with a check that the row still holds its holder and epoch (db.Lease), so a lost lease writes nothing
+and the holder stops with LeaseLostError, one line. (Expired and not taken, the lease is still its: it renews it.)
+The lease this code holds is found by thread id in a context variable, which LangGraph copies into the threads
+that write checkpoints.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ POLL_SECONDS = 0.2
 TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at, epoch) VALUES (?, ?, ?, ?, 1)
     ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, purpose = excluded.purpose,
     expires_at = excluded.expires_at, epoch = selfcrag_turns.epoch + 1 WHERE selfcrag_turns.expires_at < ?"""
-RENEW = f"UPDATE selfcrag_turns SET expires_at = ? WHERE {CURRENT}"  # an expired lease is not brought back
+RENEW = f"UPDATE selfcrag_turns SET expires_at = ? WHERE {CURRENT}"
 FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ? AND epoch = ?"
 # The leases this code holds, by thread id: what its writes on those threads are fenced with.
 HELD: ContextVar[dict[str, Lease]] = ContextVar("selfcrag_leases", default={})  # noqa: B039 - never mutated
