@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from selfcrag.errors import StoreError
 from selfcrag.home import describe, sqlite_path
-from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, Lease, database, fence
+from selfcrag.store.db import BUSY_SECONDS, LOCK, NEEDS_EXTRA, Database, Lease, database, ended_idle, fence
 from selfcrag.store.leases import mine
 
 # The lease the write being saved now is made under (set by put and put_writes, read by the saver's cursor).
@@ -101,10 +101,15 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
                 return
             # A fenced write: its statements and the check in one transaction (PostgresSaver's own `_cursor`
             # would run them in autocommit, each on its own).
-            with (self.lock, _internal.get_connection(self.conn) as conn, conn.transaction(),
-                  conn.cursor(binary=True, row_factory=dict_row) as cur):  # fmt: skip
-                fence(cur, True, lease)
-                yield cur
+            try:
+                with (self.lock, _internal.get_connection(self.conn) as conn, conn.transaction(),
+                      conn.cursor(binary=True, row_factory=dict_row) as cur):  # fmt: skip
+                    fence(cur, True, lease)
+                    yield cur
+            except Exception as exc:
+                if ended_idle(exc):  # stopped inside it past the lease: the server ended it, nothing was written
+                    raise lease.lost() from None
+                raise
 
     saver = FencedPostgresSaver(db.pool)
     # One process migrates at a time. A session lock, not a transaction's: a migration that creates an index

@@ -81,6 +81,7 @@ class Lease(NamedTuple):
     thread_id: str
     holder: str
     epoch: int
+    seconds: float = 30.0  # the lease's length: a fenced transaction left idle longer than this is ended
 
     def current(self) -> tuple[str, tuple[object, ...]]:
         """The SQL condition on `selfcrag_turns` that this lease is still current, with its parameters."""
@@ -90,12 +91,21 @@ class Lease(NamedTuple):
         return LeaseLostError(LOST.format(self.thread_id, self.holder))
 
 
+def ended_idle(exc: BaseException) -> bool:
+    """Whether PostgreSQL ended a fenced transaction left idle past its lease (see `fence`)."""
+    return getattr(exc, "sqlstate", None) == "25P03" or "idle-in-transaction timeout" in str(exc)
+
+
 def fence(cursor: Any, postgres: bool, lease: Lease) -> None:
     """Inside the write's own transaction, before it: raise LeaseLostError unless `lease` is still current. It holds
     the lease's row until the transaction ends (PostgreSQL: FOR UPDATE; SQLite: a write takes the database's write
     lock), so a process taking the lease waits for this write and then sees it, never the other way round."""
     where, params = lease.current()
     if postgres:
+        # A process stopped inside this transaction (SIGSTOP) would hold the row, and every taker, until resumed:
+        # the server ends a transaction left idle past the lease, and what it had not committed is not written.
+        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+                       (str(max(1000, int(lease.seconds * 1000))),))  # fmt: skip
         found = cursor.execute(f"SELECT 1 FROM selfcrag_turns WHERE {where.replace('?', '%s')} FOR UPDATE",
                                params).fetchone()  # fmt: skip
     else:
@@ -156,9 +166,14 @@ class Database:
             if lease is None:
                 return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
             if self.postgres:
-                with conn.transaction():
-                    fence(conn, True, lease)
-                    return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+                try:
+                    with conn.transaction():
+                        fence(conn, True, lease)
+                        return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+                except Exception as exc:
+                    if ended_idle(exc):
+                        raise lease.lost() from None
+                    raise
             conn.execute("BEGIN IMMEDIATE")
             try:
                 fence(conn, False, lease)
@@ -182,7 +197,11 @@ class Database:
                     for statement in SCHEMA:
                         conn.execute(statement)
                     for table, column, definition in ADDED:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
+                        # Only when missing: ALTER TABLE waits for every transaction on the table, and one of a
+                        # process stopped mid-write (SIGSTOP) would hold every process that starts after it.
+                        if not conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = %s AND "
+                                            "column_name = %s", (table, column)).fetchone():  # fmt: skip
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
             else:
                 conn.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
                 for statement in SCHEMA:

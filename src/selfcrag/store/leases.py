@@ -113,7 +113,7 @@ def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
                                   "try again when it ends")  # fmt: skip
         # Jitter: waiters that poll in step would all miss the moment it frees, then all collide.
         time.sleep(min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
-    fenced = Lease(thread_id, holder, _epoch(thread_id, holder))
+    fenced = Lease(thread_id, holder, _epoch(thread_id, holder), lease)
     stop = threading.Event()
     renewer = threading.Thread(target=_renew, args=(fenced, lease, stop), daemon=True,
                                name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
