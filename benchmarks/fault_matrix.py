@@ -9,6 +9,7 @@ CLI, a real `langgraph dev`, SQLite and a real PostgreSQL) and sets the failure 
 - indexes.py: `kill -9` in the middle of index saves; every file of an index damaged;
 - threads.py: human review, forged counters, a turn killed mid-run, a review claim whose holder dies, concurrent
   turns, oversize history and payloads, the store's database stopping or its disk filling — on both stores;
+- fencing.py: a reviewer stopped (SIGSTOP) past its lease while another decides, then resumed — on both stores;
 - server.py: a real `langgraph dev` with auth: other clients' threads, drafts, reviews and the shared assistant,
   and a client's calibration path;
 - documents.py: hostile questions, planted instructions in documents and web results, oversize and hostile files;
@@ -33,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from faults import calls, documents, indexes, phrasings, server, threads  # noqa: E402, F401 - importing registers the cases
+from faults import calls, documents, fencing, indexes, phrasings, server, threads  # noqa: E402, F401 - importing registers the cases
 from faults.core import CASES, COLUMNS, MEANING, ROOT, Outcome, run_case  # noqa: E402
 from provenance import provenance  # noqa: E402
 

@@ -22,7 +22,7 @@ OPERATOR_KEY = "sk-operator-secret-fault-matrix"  # planted in every model and s
 SLACK = 6.0  # seconds past run_timeout still counted on time: a shared 2-core machine, thread start-up
 BOUNDED = {"llm_timeout": 2.0, "run_timeout": 10.0}  # the operator's deadlines for the model cases
 COLUMNS = ("crashes", "tracebacks", "past_deadline", "budget_overruns", "count_mismatches", "lost_indexes",
-           "lost_turns", "stuck_threads", "forged_state", "trespasses", "unbounded", "leaked_keys",
+           "lost_turns", "stuck_threads", "stale_writes", "forged_state", "trespasses", "unbounded", "leaked_keys",
            "instructions_obeyed")  # fmt: skip
 MEANING = {
     "crashes": "an exception other than the one-line errors bad input deserves, or no result where one was due",
@@ -33,6 +33,8 @@ MEANING = {
     "lost_indexes": "an index that no longer loads, or holds neither the old nor the new documents",
     "lost_turns": "a question lost, answered as another, or a turn number repeated",
     "stuck_threads": "a thread (on SQLite or PostgreSQL) that cannot take its next turn or approval afterwards",
+    "stale_writes": "a write by a lease holder after its lease ran out, or a review record that disagrees with its "
+    "thread",
     "forged_state": "a bound, counter or draft taken from what a client wrote",
     "trespasses": "a client reading, resuming or changing what is not its own, or a file opened on its word",
     "unbounded": "input larger than its cap accepted, or a process that ran out of memory on it",

@@ -30,6 +30,7 @@ from selfcrag.errors import (
     FakeModelError,
     IdentityError,
     IngestError,
+    LeaseLostError,
     LocalModelError,
     MethodUnavailable,
     ModelConfigError,
@@ -90,7 +91,8 @@ __all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings
            # every error selfcrag raises: one base (SelfcragError), each keeping its ValueError/RuntimeError/... base
            "BudgetSpent", "CalibrationDataError", "CalibrationError", "CallNotRecorded", "CliError", "ComponentError",
            "DamagedFile", "EmbeddingModelError",
-           "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LocalModelError",
+           "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LeaseLostError",
+           "LocalModelError",
            "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ResumeError",
            "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError",
            "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip

@@ -14,6 +14,9 @@ from the operator's token file (selfcrag/identities.py).
   a thread's state or history, join a run or its stream, or stream a run that may be held in any mode but `custom`;
   nor read a thread whose last turn stopped halfway (failed, or cancelled when its asker disconnected), whose
   values may hold a draft nothing checked, until a run finishes it. Its held case leaves the store with the thread.
+- A run held for review is the reviewers': while its thread awaits a decision, only a reviewer (of any asker's
+  thread) or the operator deletes it or its runs; prune and cancel are the operator's always. A resume of a thread
+  that awaits no decision (decided, or deleted by a reviewer or the operator) is refused in one line (409).
 - With review on, a client's run may raise the quality bar the operator set, never lower it (trust_boundary.looser_bar),
   and needs a thread (a stateless run's thread, and its held case, are deleted when it ends).
 - Assistants, crons, the store, the `indexer` graph and the MCP/A2A endpoints are the operator's; clients read
@@ -237,25 +240,47 @@ async def search_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, s
     return {"owner": ctx.user.identity}
 
 
+HELD = ("thread {} holds an answer awaiting review: only a reviewer or the operator deletes it or its runs until "
+        "it is decided")  # fmt: skip
+
+
+async def thread_of(thread_id: str, state: bool = False) -> dict[str, Any] | None:
+    """The thread (or, `state`, its state from its checkpoints: the thread's own record keeps the status and
+    values it had when a run's checkpoints were deleted), read by the server itself; None when there is none."""
+    threads = get_client().threads
+    try:
+        found = await as_server(threads.get_state(thread_id) if state else threads.get(thread_id))
+    except Exception:  # noqa: BLE001 (no such thread: the request fails on its own)
+        return None
+    return dict(found)
+
+
 @auth.on.threads.delete
 async def delete_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
+    """threads.delete and runs.delete (which deletes the thread's checkpoints too). A thread held for review is
+    the reviewers' until decided: its asker deleting it, or its run, would erase the case under the reviewer."""
+    thread_id = str(value.get("thread_id"))
+    thread = await thread_of(thread_id)
     mine = None if role(ctx) == "operator" else {"owner": ctx.user.identity}
-    await forget_case(str(value.get("thread_id")), mine)
+    # Another asker's thread is left to the owner filter's 404, which says nothing of its state.
+    owner = ((thread or {}).get("metadata") or {}).get("owner")
+    seen = thread is not None and (role(ctx) == "reviewer" or owner == ctx.user.identity)
+    if seen and mine is not None and ((await thread_of(thread_id, state=True)) or {}).get("interrupts"):
+        if role(ctx) != "reviewer":
+            raise refuse(403, HELD.format(thread_id))
+        mine = None  # a reviewer deletes a held thread whoever asked
+    if thread is not None:
+        await forget_case(thread_id, thread, mine)
     return mine
 
 
-async def forget_case(thread_id: str, mine: dict[str, str] | None) -> None:
+async def forget_case(thread_id: str, thread: dict[str, Any], mine: dict[str, str] | None) -> None:
     """A deleted thread takes its held case out of the review store (review_case.py), when the caller may delete
     the thread: nothing would resume it, and the draft would wait there for no one."""
-    client = get_client()
-    try:
-        thread = await as_server(client.threads.get(thread_id))
-    except Exception:  # noqa: BLE001 (no such thread: the delete fails on its own, and there is no case)
-        return
     if mine is not None and (thread.get("metadata") or {}).get("owner") != mine["owner"]:
         return  # the owner filter refuses this delete
     try:
-        await as_server(client.store.delete_item(list(REVIEWS), thread_id))
+        await as_server(get_client().store.delete_item(list(REVIEWS), thread_id))
     except Exception as exc:  # noqa: BLE001 (keep the thread rather than orphan its case)
         raise refuse(503, f"the held case of thread {thread_id} could not be removed ({exc}); try again") from None
 
@@ -354,6 +379,17 @@ def assistant_settings(name: str) -> str:
             "or with build_graph(settings=...)")  # fmt: skip
 
 
+async def resumable(value: Any, command: Any) -> None:
+    """Refuse a resume of a thread that awaits no decision (decided, or its case deleted) in one line: run, it
+    would start the graph on nothing and fail inside it. Asked only for callers that read every thread."""
+    if not (isinstance(command, dict) and "resume" in command and value.get("thread_id") is not None):
+        return
+    state = await thread_of(str(value["thread_id"]), state=True)
+    if state is not None and not state.get("next"):  # a run in flight has a next step: it may yet pause
+        raise refuse(409, f"thread {value['thread_id']} awaits no review (it was decided, or its run was deleted): "
+                          "nothing to resume")  # fmt: skip
+
+
 @auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] | None:
     kwargs = value.get("kwargs") or {}
@@ -364,7 +400,9 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
     prompts = isinstance(own, dict) and bool(ASSISTANT_SETTINGS & set(own))  # the graph takes them from runs let in
     if prompts and (changed := changed_by_run(own, await assistant_context(value.get("assistant_id")))):
         raise refuse(403, assistant_settings(changed[0]))
+    command = kwargs.get("command")
     if role(ctx) == "operator":
+        await resumable(value, command)
         return None
     scope_to_tenant(ctx, kwargs)
     if str(value.get("assistant_id")) == INDEXER:
@@ -377,12 +415,12 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
         raise refuse(403, "only the operator sets a webhook")
     if value.get("multitask_strategy") in ("interrupt", "rollback"):
         raise refuse(403, CANCEL)
-    command = kwargs.get("command")
     if command:
         if role(ctx) != "reviewer":
             raise refuse(403, "only a reviewer resumes a thread held for review")
         if set(command) - {"resume"}:
             raise refuse(403, "a reviewer's command carries only `resume`: thread state is written by the graph")
+        await resumable(value, command)
         return None  # a reviewer decides on any thread
     context = kwargs.get("context") or {}
     operators = await assistant_context(value.get("assistant_id"))

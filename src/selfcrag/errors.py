@@ -132,6 +132,10 @@ class ThreadBusyError(SelfcragError, ValueError):
     """The thread cannot take a new question now (another turn holds it, or an answer awaits review)."""
 
 
+class LeaseLostError(SelfcragError, ValueError):
+    """A lease holder stalled past its lease: its write was refused, and it stops. One line for the user."""
+
+
 # store/reviews.py
 class ReviewError(SelfcragError, ValueError):
     """No such review, or it cannot be decided now: one line for the user."""

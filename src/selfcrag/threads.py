@@ -20,12 +20,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, convert_to_messages
+from langgraph.constants import START
 from langgraph.graph import END
 from langgraph.types import Command
 
 from selfcrag.chat import close_run
-from selfcrag.errors import ReviewError
+from selfcrag.errors import LeaseLostError, ReviewError
 from selfcrag.errors import ThreadBusyError as ThreadBusyError  # where callers look for it
 from selfcrag.graph import build_graph
 from selfcrag.graph import graph as default_graph
@@ -129,6 +130,8 @@ def turn(graph: Any, thread_id: str, context: Any = None, new: bool = False) -> 
         check_idle(graph, thread_id)
         try:
             yield extra
+        except LeaseLostError:
+            raise  # the thread is another holder's now: this one writes nothing more, not even a closing note
         except BaseException as exc:
             _close_quietly(graph, thread_id, _why_unfinished(exc))
             raise
@@ -142,6 +145,8 @@ async def aturn(graph: Any, thread_id: str, context: Any = None, new: bool = Fal
         _refuse_if_paused(thread_id, await apaused(graph, thread_id))
         try:
             yield extra
+        except LeaseLostError:
+            raise  # as in turn
         except BaseException as exc:
             await _aclose_quietly(graph, thread_id, _why_unfinished(exc))
             raise
@@ -155,7 +160,8 @@ def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
     """Settle the thread's last turn when a crash left it unfinished (tasks pending, no review awaited): resume it
     as itself, once; if that fails, or it was resumed before and crashed again, close it with a note. Returns
     `{"recovered": {...}}` for the output of the turn that found it, or {} when the last turn had finished."""
-    found = _cut_short(graph.get_state(config(thread_id)))
+    state = graph.get_state(config(thread_id))
+    found = _cut_short(state, _pending_input(graph, thread_id, state))
     if found is None:
         return {}
     asked, turn_id, number = found
@@ -172,7 +178,8 @@ def recover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
 
 
 async def arecover(graph: Any, thread_id: str, context: Any = None) -> dict[str, Any]:
-    found = _cut_short(await graph.aget_state(config(thread_id)))
+    state = await graph.aget_state(config(thread_id))
+    found = _cut_short(state, await asyncio.to_thread(_pending_input, graph, thread_id, state))
     if found is None:
         return {}
     asked, turn_id, number = found
@@ -189,12 +196,14 @@ async def arecover(graph: Any, thread_id: str, context: Any = None) -> dict[str,
     return _recovered(thread_id, number, asked, outcome, answer)
 
 
-def _cut_short(state: Any) -> tuple[str, str, int] | None:
-    """(question, its message id, turn number) of the turn a crash left unfinished; None when none was."""
+def _cut_short(state: Any, pending: list[Any]) -> tuple[str, str, int] | None:
+    """(question, its message id, turn number) of the turn a crash left unfinished, whose input `pending` may still
+    hold (`_pending_input`); None when none was."""
     if not unfinished(state):
         return None
-    asked, turn_id = _last_question(state.values)
-    return asked, turn_id, sum(_is_user(m) for m in state.values.get("messages") or [])
+    said = [*(state.values.get("messages") or []), *pending]
+    asked, turn_id = _last_question({**state.values, "messages": said})
+    return asked, turn_id, sum(_is_user(m) for m in said)
 
 
 def _recovered(thread_id: str, number: int, asked: str, outcome: str, answer: str) -> dict[str, Any]:
@@ -208,7 +217,8 @@ def close(graph: Any, thread_id: str, why: str) -> str:
     not answered (and why) becomes its answer, so the history keeps question and answer paired. Returns the note;
     "" when there was nothing to close (finished, or awaiting review: the queue holds that one)."""
     cfg = config(thread_id)
-    closing = _closing(graph.get_state(cfg), why)
+    state = graph.get_state(cfg)
+    closing = _closing(state, why, _pending_input(graph, thread_id, state))
     if closing is None:
         return ""
     values, note = closing
@@ -221,7 +231,8 @@ def close(graph: Any, thread_id: str, why: str) -> str:
 
 async def aclose(graph: Any, thread_id: str, why: str) -> str:
     cfg = config(thread_id)
-    closing = _closing(await graph.aget_state(cfg), why)
+    state = await graph.aget_state(cfg)
+    closing = _closing(state, why, await asyncio.to_thread(_pending_input, graph, thread_id, state))
     if closing is None:
         return ""
     values, note = closing
@@ -230,14 +241,17 @@ async def aclose(graph: Any, thread_id: str, why: str) -> str:
     return note
 
 
-def _closing(state: Any, why: str) -> tuple[dict[str, Any], str] | None:
-    """The values that close the unfinished turn in `state` with its note, and the note; None if none is."""
+def _closing(state: Any, why: str, pending: list[Any]) -> tuple[dict[str, Any], str] | None:
+    """The values that close the unfinished turn in `state` (whose input `pending` may still hold) with its note,
+    and the note; None if none is."""
     if not unfinished(state):
         return None
-    asked, _ = _last_question(state.values)
+    asked, _ = _last_question({**state.values, "messages": [*(state.values.get("messages") or []), *pending]})
     note = NOT_ANSWERED["zh" if language_of(asked) == "zh" else "en"].format(why)
     ending = {"answer": note, "citations": [], "decision": "abstain", "confidence": 0.0, "missing": why}
-    return close_run(state.values, ending), note
+    values = close_run(state.values, ending)
+    values["messages"] = [*pending, *values["messages"]]  # a question the crash kept from the state: kept with it
+    return values, note
 
 
 def _close_quietly(graph: Any, thread_id: str, why: str) -> None:
@@ -282,6 +296,24 @@ async def aask_in_thread(question: str, thread_id: str | None = None, context: A
         return await afinish(graph, thread_id, dict(result)) | extra
 
 
+def _pending_input(graph: Any, thread_id: str, state: Any) -> list[Any]:
+    """The user messages of a turn cut short at its first checkpoint: its input waits in the `__start__` task,
+    not yet in the thread's values, so counting those would name the turn before it. (Once the task's writes are
+    saved, the values hold them.)"""
+    if not any(task.name == START and task.result is None for task in state.tasks):
+        return []
+    saved = graph.checkpointer.get_tuple(config(thread_id))
+    given = (saved.checkpoint["channel_values"].get(START) if saved else None) or {}
+    if not isinstance(given, dict):
+        return []
+    if given.get("messages"):
+        try:
+            return [m for m in convert_to_messages(given["messages"]) if _is_user(m)]
+        except (TypeError, ValueError, NotImplementedError):  # a client's malformed input: the run itself fails on it
+            return []
+    return [HumanMessage(str(given["question"]))] if given.get("question") else []
+
+
 def _last_question(values: dict[str, Any]) -> tuple[str, str]:
     """The text and message id of the thread's last user message: the unfinished turn's question."""
     for message in reversed(values.get("messages") or []):
@@ -302,14 +334,16 @@ def _is_user(message: Any) -> bool:
 
 def resolve_review(review_id: str, action: str, answer: str = "", note: str = "", graph: Any = None) -> dict[str, Any]:
     """Approve, edit (with `answer`) or reject (with an optional `note`) the review, resuming its thread. Returns
-    the thread's final output (the reviewed answer)."""
+    the thread's final output (the reviewed answer). Under the review's claim (a lease), fenced: a reviewer that
+    stalled past it writes nothing and gets LeaseLostError, one line. The record is set from what the thread holds,
+    so the two agree; ReviewError, one line, when the review or its thread has gone or was decided meanwhile."""
     _check_decision(review_id, action, answer)
     graph = persistent(graph)
     with leases.held(review_id, purpose="review"):  # the claim: released when this ends, or expires if it dies
-        _check_open(review_id, paused(graph, review_id))
+        _check_open(graph, review_id, paused(graph, review_id))
         resume: Command[Any] = Command(resume=_reply(action, answer, note))
         result = finish(graph, review_id, dict(graph.invoke(resume, config(review_id))))
-        reviews.set_status(review_id, reviews.DONE[action], answer=result.get("answer", ""), note=note)
+        _record(graph, review_id, action, result, note, paused(graph, review_id))
     return result
 
 
@@ -319,10 +353,11 @@ async def aresolve_review(review_id: str, action: str, answer: str = "", note: s
     await asyncio.to_thread(_check_decision, review_id, action, answer)
     graph = await asyncio.to_thread(persistent, graph)
     async with leases.aheld(review_id, purpose="review"):
-        await asyncio.to_thread(_check_open, review_id, await apaused(graph, review_id))
+        await asyncio.to_thread(_check_open, graph, review_id, await apaused(graph, review_id))
         resume: Command[Any] = Command(resume=_reply(action, answer, note))
         result = await afinish(graph, review_id, dict(await graph.ainvoke(resume, config(review_id))))
-        await asyncio.to_thread(reviews.set_status, review_id, reviews.DONE[action], result.get("answer", ""), note)
+        again = await apaused(graph, review_id)
+        await asyncio.to_thread(_record, graph, review_id, action, result, note, again)
     return result
 
 
@@ -334,16 +369,48 @@ def _check_decision(review_id: str, action: str, answer: str) -> None:
     reviews.get(review_id)  # raises for an unknown id
 
 
-def _check_open(review_id: str, interrupts: list[Any]) -> None:
-    """Under the claim: the review is still undecided and its thread still paused (else it is marked stale)."""
+def _check_open(graph: Any, review_id: str, interrupts: list[Any]) -> None:
+    """Under the claim: the review is still undecided and its thread still paused (else `_settle` says why)."""
     status = reviews.get(review_id)["status"]
     if status not in reviews.OPEN:
         raise ReviewError(f"review {review_id} is {status}, not pending")
     if not interrupts:
-        reviews.set_status(review_id, "stale", note="the thread is no longer paused")
-        raise ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")
+        raise _settle(graph, review_id)
 
 
 def _reply(action: str, answer: str, note: str) -> dict[str, str]:
     reply = {"action": action} | ({"answer": answer.strip()} if action == "edit" else {})
     return reply | ({"note": note} if note else {})
+
+
+def _record(graph: Any, review_id: str, action: str, result: dict[str, Any], note: str, again: list[Any]) -> None:
+    """Record the decision as the thread holds it; `again` is the thread's interrupts after the resume."""
+    if again:  # the node refused the reply (its error says why): nothing decided
+        why = (again[0].value or {}).get("error") or "the thread awaits review again"
+        raise ReviewError(f"review {review_id} was not decided: {why}")
+    decided = _decision(graph, review_id) or action
+    reviews.set_status(review_id, reviews.DONE[decided], answer=result.get("answer", ""), note=note)
+
+
+def _decision(graph: Any, thread_id: str) -> str:
+    """The action a reviewer's decision left in the thread's last run ("" if its last run was not decided so)."""
+    review = graph.get_state(config(thread_id)).values.get("review") or {}
+    return str(review.get("action") or "") if isinstance(review, dict) else ""
+
+
+def _settle(graph: Any, review_id: str) -> ReviewError:
+    """A pending review whose thread no longer waits: a decision the thread holds (a reviewer stopped between
+    publishing it and recording it) is recorded as the thread has it; anything else (the thread deleted, or moved
+    on) marks the review stale. Returns the one-line error to raise."""
+    state = graph.get_state(config(review_id))
+    if decided := _decision(graph, review_id):
+        answer = str(state.values.get("answer") or "")
+        reviews.set_status(review_id, reviews.DONE[decided], answer=answer,
+                           note="recorded from the thread: its decider stopped before recording it")  # fmt: skip
+        return ReviewError(f"review {review_id} was already decided ({reviews.DONE[decided]}) by a reviewer who "
+                           "stopped before recording it; recorded now as the thread holds it")
+    gone = not state.values and not state.next
+    reviews.set_status(review_id, "stale", note="the thread is gone" if gone else "the thread is no longer paused")
+    if gone:
+        return ReviewError(f"review {review_id}: its thread is gone (deleted); nothing to decide (marked stale)")
+    return ReviewError(f"review {review_id}: its thread is no longer paused (marked stale)")

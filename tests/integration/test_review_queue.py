@@ -87,6 +87,20 @@ def test_a_rejection_abstains_and_bad_review_commands_are_one_line(store_url):
         assert proc.returncode != 0 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_every_review_command_on_a_case_whose_thread_has_gone_is_one_line(store_url):
+    ask(WHO, context={"human_review": True}, thread_id="gone")
+    persistent().checkpointer.delete_thread("gone")  # its asker, or a cleanup, deleted the thread
+    said = []
+    for action in (("approve",), ("edit", "--answer", "Edited."), ("reject",)):
+        proc = cli("review", *action, "gone")
+        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+        said.append(proc.stderr.strip())
+    assert said[0] == "selfcrag: error: review gone: its thread is gone (deleted); nothing to decide (marked stale)"
+    assert said[1:] == ["selfcrag: error: review gone is stale, not pending"] * 2
+    assert reviews.get("gone")["status"] == "stale" and cli("review", "show", "gone").returncode == 0
+
+
 def test_a_new_question_on_a_thread_awaiting_review_is_refused_and_the_review_kept(store_url):
     ask(WHO, context={"human_review": True}, thread_id="busy")
     proc = cli("ask", "How many days do I have to return an item?", "--thread", "busy")

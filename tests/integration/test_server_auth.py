@@ -2,7 +2,8 @@
 two askers and a reviewer driven through `langgraph_sdk`. Each finding of issue 23 (scope 1) is tried and refused:
 another asker's threads, resuming or approving as an asker, reading a held draft (state, history, interrupts, the
 thread, stream modes, the store), writing thread state, changing the shared assistant, oversize bodies, no token;
-a run lowering the quality bar under review, a turn stopped halfway read by its asker, a deleted thread's case.
+a run lowering the quality bar under review, a turn stopped halfway read by its asker, a deleted thread's case,
+an asker erasing a run held for review, a resume of a case that has gone.
 
 One server for the whole module (each start costs seconds of CPU); the operator turns human review on for the
 assistant, so every answer an asker gets is one a reviewer could have held.
@@ -296,12 +297,46 @@ def test_an_asker_who_disconnects_a_cancelling_stream_reads_no_draft(server, cli
         assert quoting(erin.threads.get(thread), case["draft_answer"].split(" [doc_")[0]) == []
 
 
-def test_deleting_a_held_thread_deletes_its_case(clients, assistant_id):
+def test_a_held_run_is_the_reviewers_and_a_reviewer_deleting_it_deletes_its_case(clients, assistant_id):
+    """Issue 44: the asker erased her own held run (runs.delete), and the reviewer's approve then failed inside the
+    graph with a TypeError. While held, only a reviewer or the operator deletes it; a resume of what has gone is
+    one line."""
     alice, bob, carol = clients["alice"], clients["bob"], clients["carol"]
     thread = alice.threads.create()["thread_id"]
     alice.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD)
+    (run,) = alice.runs.list(thread)
     assert carol.store.get_item(["selfcrag_reviews"], thread) is not None
-    refused(lambda: bob.threads.delete(thread))  # not his: the case stays
+    assert "awaiting review" not in refused(lambda: bob.threads.delete(thread))  # not his: a 404, the case stays
+    for erase in (lambda: alice.runs.delete(thread, run["run_id"]), lambda: alice.threads.delete(thread),
+                  lambda: alice.runs.cancel(thread, run["run_id"]),
+                  lambda: alice.threads.prune([thread])):  # fmt: skip
+        refused(erase)
+    assert "holds an answer awaiting review: only a reviewer or the operator" in refused(
+        lambda: alice.runs.delete(thread, run["run_id"]))  # fmt: skip
     assert carol.store.get_item(["selfcrag_reviews"], thread) is not None
-    alice.threads.delete(thread)
+    assert alice.threads.get(thread)["status"] == "interrupted"  # nothing of it was erased
+    carol.threads.delete(thread)  # the reviewer's to delete, whoever asked
     assert carol.store.get_item(["selfcrag_reviews"], thread) is None
+    refused(lambda: carol.threads.get(thread))
+
+
+def test_a_decided_thread_is_the_askers_again_and_a_resume_of_what_has_gone_is_one_line(clients, assistant_id):
+    alice, carol, olga = clients["alice"], clients["carol"], clients["olga"]
+    thread = alice.threads.create()["thread_id"]
+    alice.runs.wait(thread, assistant_id, input={"question": QUESTION}, context=HOLD)
+    (run,) = alice.runs.list(thread)
+    olga.runs.delete(thread, run["run_id"])  # the operator may: the thread's checkpoints go with the run
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        carol.runs.wait(thread, assistant_id, command=Command(resume={"action": "approve"}))
+    assert caught.value.response.status_code == 409
+    detail = caught.value.response.json()["detail"]
+    assert "\n" not in detail and detail == (f"thread {thread} awaits no review (it was decided, or its run was "
+                                             "deleted): nothing to resume")  # fmt: skip
+    olga.threads.delete(thread)  # `langgraph dev` keeps threads: its record still says interrupted, with no state
+    decided = alice.threads.create()["thread_id"]
+    alice.runs.wait(decided, assistant_id, input={"question": QUESTION}, context=HOLD)
+    carol.runs.wait(decided, assistant_id, command=Command(resume={"action": "reject"}))
+    with pytest.raises(httpx.HTTPStatusError) as again:
+        carol.runs.wait(decided, assistant_id, command=Command(resume={"action": "approve"}))
+    assert again.value.response.status_code == 409 and "awaits no review" in again.value.response.text
+    alice.threads.delete(decided)  # decided: hers to delete again

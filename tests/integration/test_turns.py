@@ -218,3 +218,45 @@ def test_concurrent_turns_on_one_thread_keep_every_question_once_with_its_own_an
         (asker, question), (answerer, answer) = said[n], said[n + 1]
         assert (asker, answerer) == ("human", "ai") and answer == kept[question]["answer"]
         assert kept[question]["turn"] == n // 2 + 1
+
+
+@pytest.mark.parametrize("writes_saved", [False, True])
+def test_a_turn_killed_at_its_first_checkpoint_is_named_as_the_turn_it_was(store_url, writes_saved):
+    # Seen under load (issue 44): a kill at turn 2's first checkpoint, before its input reached the thread's
+    # values, was reported as turn 1, with turn 1's question, though turn 2 was the one resumed.
+    ask(GIFT, thread_id="two")
+    second = ask(RETURNS, thread_id="two")
+    graph = persistent()
+    saver = graph.checkpointer
+    where = next(s.config for s in graph.get_state_history(config("two")) if s.next == ("__start__",))  # turn 2's
+    saved = saver.get_tuple(where)
+    copied = saver.put({"configurable": {"thread_id": "first-cut", "checkpoint_ns": ""}}, saved.checkpoint,
+                       saved.metadata, saved.checkpoint["channel_versions"])  # fmt: skip
+    if writes_saved:
+        for task_id in {task_id for task_id, _, _ in saved.pending_writes}:
+            saver.put_writes(copied, [(ch, v) for t, ch, v in saved.pending_writes if t == task_id], task_id)
+    assert [t.name for t in graph.get_state(config("first-cut")).tasks] == ["__start__"]
+    after = cli("ask", REFUNDS, "--thread", "first-cut", "--json")
+    assert after.returncode == 0, after.stderr
+    out = json.loads(after.stdout)
+    assert out["turn"] == 3
+    assert out["recovered"] == {"turn": 2, "question": RETURNS, "answer": second["answer"], "outcome": "answered"}
+    assert f"turn 2 ({RETURNS!r}) was cut short by a crash" in after.stderr
+    assert [kind for kind, _ in history("first-cut")] == ["human", "ai"] * 3
+
+
+def test_a_turn_closed_at_its_first_checkpoint_keeps_its_question_next_to_the_note(store_url):
+    ask(GIFT, thread_id="closing")
+    graph = persistent()
+    saver = graph.checkpointer
+    ask(RETURNS, thread_id="closing")
+    where = next(s.config for s in graph.get_state_history(config("closing")) if s.next == ("__start__",))
+    saved = saver.get_tuple(where)
+    saver.put({"configurable": {"thread_id": "closed-cut", "checkpoint_ns": ""}}, saved.checkpoint,
+              saved.metadata, saved.checkpoint["channel_versions"])  # fmt: skip
+    from selfcrag.threads import close
+
+    note = close(graph, "closed-cut", "it was stopped")
+    assert note.startswith("This question was not answered")
+    assert history("closed-cut")[2:] == [("human", RETURNS), ("ai", note)]
+    assert graph.get_state(config("closed-cut")).next == ()

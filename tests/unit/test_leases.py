@@ -132,3 +132,58 @@ async def test_aheld_cancelled_while_its_take_runs_gives_the_lease_back(monkeypa
         await task
     await asyncio.sleep(0.8)  # the statement has ended by now, whichever way
     assert leases.current("t") is None
+
+
+def test_each_take_raises_the_epoch_and_a_lost_lease_writes_nothing():
+    from selfcrag.errors import LeaseLostError
+    from selfcrag.store.db import database
+
+    with leases.held("t"):
+        first = leases.mine("t")
+        assert first is not None and first.epoch == 1
+    with leases.held("t"):
+        ours = leases.mine("t")
+        assert ours is not None and ours.epoch == 2
+        database().execute("UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = 't'")  # stalled past it
+        leases.mark_resumed("t", "message-1")  # expired, but nobody took it: still current
+        assert leases._take("t", "other", "review", 30)  # another process takes the thread
+        assert leases.current("t")["holder"] == "other"
+        with pytest.raises(LeaseLostError, match="stopped before its next write") as lost:
+            leases.mark_resumed("t", "message-2")
+        assert "\n" not in str(lost.value)
+        assert not database().execute(leases.RENEW, (1e12, *ours.current()[1]))  # nor renewed back
+    assert leases.mine("t") is None and leases.resumed("t") == "message-1"
+    assert leases.current("t")["holder"] == "other"  # freeing the lost lease did not free the other's
+
+
+def test_a_store_made_before_fencing_gets_its_epoch_column(tmp_path, monkeypatch):
+    import sqlite3
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as conn:
+        conn.execute("CREATE TABLE selfcrag_turns (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL DEFAULT '', "
+                     "purpose TEXT NOT NULL DEFAULT '', expires_at DOUBLE PRECISION NOT NULL DEFAULT 0, "
+                     "resumed TEXT NOT NULL DEFAULT '')")  # fmt: skip
+        conn.execute("INSERT INTO selfcrag_turns VALUES ('t', 'old', 'turn', 0, '')")
+    monkeypatch.setenv("SELFCRAG_DATABASE_URL", f"sqlite:///{old}")
+    with leases.held("t"):
+        assert leases.mine("t").epoch == 1
+
+
+async def test_aheld_is_fenced_like_held():
+    from selfcrag.errors import LeaseLostError
+
+    async with leases.aheld("t"):
+        ours = leases.mine("t")
+        assert ours is not None and ours.epoch == 1  # registered, with its take's epoch, as held does
+        assert leases._take("t", "other", "review", 0) is False  # live: not taken from under it
+    async with leases.aheld("t"):
+        ours = leases.mine("t")
+        assert ours is not None and ours.epoch == 2
+        from selfcrag.store.db import database
+
+        database().execute("UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = 't'")  # stalled past it
+        assert leases._take("t", "other", "review", 30)
+        with pytest.raises(LeaseLostError):
+            leases.mark_resumed("t", "message-1")
+    assert leases.mine("t") is None and leases.current("t")["holder"] == "other"

@@ -8,9 +8,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
-from selfcrag.errors import StoreError
+from selfcrag.errors import LeaseLostError, StoreError
 from selfcrag.home import database_url, describe, is_postgres, sqlite_path
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
@@ -55,15 +55,63 @@ SCHEMA = (
         note TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS selfcrag_reviews_status ON selfcrag_reviews (status)",
-    # One row per thread that ever held a turn lease (leases.py): who holds it and until when; expires_at 0 = free.
+    # One row per thread that ever held a turn lease (leases.py): who holds it and until when; expires_at 0 = free;
+    # epoch counts the times it was taken (the fence every write under the lease carries).
     """CREATE TABLE IF NOT EXISTS selfcrag_turns (
         thread_id TEXT PRIMARY KEY,
         holder TEXT NOT NULL DEFAULT '',
         purpose TEXT NOT NULL DEFAULT '',
         expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-        resumed TEXT NOT NULL DEFAULT ''
+        resumed TEXT NOT NULL DEFAULT '',
+        epoch BIGINT NOT NULL DEFAULT 0
     )""",
 )
+# Columns added since a table was first made: (table, column, its definition), added where missing.
+ADDED = (("selfcrag_turns", "epoch", "BIGINT NOT NULL DEFAULT 0"),)
+# A lease is current while its row still names its holder and epoch: nobody took it since (leases.py). An expired
+# lease nobody took is still current — writing under it can clash with no one — and any take raises the epoch.
+CURRENT = "thread_id = ? AND holder = ? AND epoch = ?"
+LOST = ("thread {}: this process ({}) stalled past its lease (SELFCRAG_TURN_LEASE: suspended, SIGSTOP, a paused "
+        "VM) and another process took the thread meanwhile, so it stopped before its next write there")
+
+
+class Lease(NamedTuple):
+    """The lease a write is made under, which must still be current when the write lands."""
+
+    thread_id: str
+    holder: str
+    epoch: int
+    seconds: float = 30.0  # the lease's length: a fenced transaction left idle longer than this is ended
+
+    def current(self) -> tuple[str, tuple[object, ...]]:
+        """The SQL condition on `selfcrag_turns` that this lease is still current, with its parameters."""
+        return CURRENT, (self.thread_id, self.holder, self.epoch)
+
+    def lost(self) -> LeaseLostError:
+        return LeaseLostError(LOST.format(self.thread_id, self.holder))
+
+
+def ended_idle(exc: BaseException) -> bool:
+    """Whether PostgreSQL ended a fenced transaction left idle past its lease (see `fence`)."""
+    return getattr(exc, "sqlstate", None) == "25P03" or "idle-in-transaction timeout" in str(exc)
+
+
+def fence(cursor: Any, postgres: bool, lease: Lease) -> None:
+    """Inside the write's own transaction, before it: raise LeaseLostError unless `lease` is still current. It holds
+    the lease's row until the transaction ends (PostgreSQL: FOR UPDATE; SQLite: a write takes the database's write
+    lock), so a process taking the lease waits for this write and then sees it, never the other way round."""
+    where, params = lease.current()
+    if postgres:
+        # A process stopped inside this transaction (SIGSTOP) would hold the row, and every taker, until resumed:
+        # the server ends a transaction left idle past the lease, and what it had not committed is not written.
+        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+                       (str(max(1000, int(lease.seconds * 1000))),))  # fmt: skip
+        found = cursor.execute(f"SELECT 1 FROM selfcrag_turns WHERE {where.replace('?', '%s')} FOR UPDATE",
+                               params).fetchone()  # fmt: skip
+    else:
+        found = cursor.execute(f"UPDATE selfcrag_turns SET epoch = epoch WHERE {where}", params).rowcount
+    if not found:
+        raise lease.lost()
 
 
 class Database:
@@ -112,10 +160,30 @@ class Database:
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.postgres else sql
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement (autocommit); returns the number of rows it changed."""
+    def execute(self, sql: str, params: Sequence[Any] = (), lease: Lease | None = None) -> int:
+        """Run one statement (autocommit); returns the number of rows it changed. Under `lease`, the statement and
+        the check that the lease is still current are one transaction: LeaseLostError, and nothing written, if not."""
         with self._connection() as conn:
-            return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+            if lease is None:
+                return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+            if self.postgres:
+                try:
+                    with conn.transaction():
+                        fence(conn, True, lease)
+                        return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
+                except Exception as exc:
+                    if ended_idle(exc):
+                        raise lease.lost() from None
+                    raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fence(conn, False, lease)
+                changed = int(conn.execute(sql, tuple(params)).rowcount)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return changed
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._connection() as conn:
@@ -129,10 +197,23 @@ class Database:
                     conn.execute("SELECT pg_advisory_xact_lock(7261001)")
                     for statement in SCHEMA:
                         conn.execute(statement)
+                    for table, column, definition in ADDED:
+                        # Only when missing: ALTER TABLE waits for every transaction on the table, and one of a
+                        # process stopped mid-write (SIGSTOP) would hold every process that starts after it.
+                        if not conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = %s AND "
+                                            "column_name = %s", (table, column)).fetchone():  # fmt: skip
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
             else:
                 conn.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
                 for statement in SCHEMA:
                     conn.execute(statement)
+                for table, column, definition in ADDED:
+                    if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                        try:
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                        except sqlite3.OperationalError as exc:  # another process added it just now
+                            if "duplicate column" not in str(exc):
+                                raise
 
     def close(self) -> None:
         if self.saver is not None and not self.postgres:

@@ -9,8 +9,15 @@ waits for it, polling, at most `SELFCRAG_TURN_WAIT` seconds (default 60), then g
 takes the same lease with `aheld`, which waits without blocking its event loop.
 
 Expiry is compared with each process's own clock: processes on several machines sharing PostgreSQL need clocks
-within a small part of the lease of each other (NTP does that). A holder stalled longer than its lease (a
-suspended laptop, SIGSTOP) loses it; its renewal notices and logs a warning on `selfcrag.store`.
+within a small part of the lease of each other (NTP does that).
+
+Fencing. Each take of a lease raises the row's `epoch`. A holder stalled longer than its lease (a suspended laptop,
+SIGSTOP, a VM paused) loses it once another process takes the thread: every write it makes under the lease — the
+thread's checkpoints (store/checkpoint.py), the review record, the run record, the lease row's own marks — is one
+transaction with a check that the row still holds its holder and epoch (db.Lease), so a lost lease writes nothing
+and the holder stops with LeaseLostError, one line. (Expired and not taken, the lease is still its: it renews it.)
+The lease this code holds is found by thread id in a context variable, which LangGraph copies into the threads
+that write checkpoints.
 """
 
 from __future__ import annotations
@@ -25,20 +32,23 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 
 from selfcrag.errors import ThreadBusyError
-from selfcrag.store.db import database
+from selfcrag.store.db import CURRENT, Lease, database
 
 LOG = logging.getLogger("selfcrag.store")
 LEASE_SECONDS = 30.0
 WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.2
 
-TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at) VALUES (?, ?, ?, ?)
+TAKE = """INSERT INTO selfcrag_turns (thread_id, holder, purpose, expires_at, epoch) VALUES (?, ?, ?, ?, 1)
     ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, purpose = excluded.purpose,
-    expires_at = excluded.expires_at WHERE selfcrag_turns.expires_at < ?"""
-RENEW = "UPDATE selfcrag_turns SET expires_at = ? WHERE thread_id = ? AND holder = ?"
-FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ?"
+    expires_at = excluded.expires_at, epoch = selfcrag_turns.epoch + 1 WHERE selfcrag_turns.expires_at < ?"""
+RENEW = f"UPDATE selfcrag_turns SET expires_at = ? WHERE {CURRENT}"
+FREE = "UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = ? AND holder = ? AND epoch = ?"
+# The leases this code holds, by thread id: what its writes on those threads are fenced with.
+HELD: ContextVar[dict[str, Lease]] = ContextVar("selfcrag_leases", default={})  # noqa: B039 - never mutated
 
 
 def _seconds(name: str, default: float, least: float) -> float:
@@ -74,42 +84,64 @@ def current(thread_id: str) -> dict[str, object] | None:
     return rows[0] if rows else None
 
 
+def mine(thread_id: str) -> Lease | None:
+    """The lease this code holds on the thread, which its writes there must carry; None when it holds none."""
+    return HELD.get().get(thread_id)
+
+
 def _take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
     now = time.time()
     return database().execute(TAKE, (thread_id, holder, purpose, now + lease, now)) > 0
 
 
+def _epoch(thread_id: str, holder: str) -> int:
+    rows = database().query("SELECT epoch FROM selfcrag_turns WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+    return int(rows[0]["epoch"]) if rows else -1  # gone already (it cannot be: -1 fences every write out)
+
+
 @contextmanager
 def held(thread_id: str, purpose: str = "turn") -> Iterator[str]:
     """Hold the thread's lease for the block (renewed meanwhile), waiting for it at most `wait_seconds()`;
-    raises ThreadBusyError naming the thread and its holder when it stays taken. Yields the holder's name."""
+    raises ThreadBusyError naming the thread and its holder when it stays taken. Yields the holder's name; the
+    block's writes on the thread are fenced with the lease (see the module's text)."""
     lease, wait = lease_seconds(), wait_seconds()
     holder = holder_name()
     deadline = time.monotonic() + wait
     while not _try_take(thread_id, holder, purpose, lease):
         time.sleep(_pause(thread_id, wait, deadline))
-    renewer = _Renewer(thread_id, holder, lease)
+    renewer = _Renewer(_fence(thread_id, holder, lease))
+    token = HELD.set({**HELD.get(), thread_id: renewer.fenced})
     try:
         yield holder
     finally:
-        _release(renewer, thread_id, holder, lease)
+        HELD.reset(token)
+        renewer.release()
 
 
 @asynccontextmanager
 async def aheld(thread_id: str, purpose: str = "turn") -> AsyncIterator[str]:
-    """`held` for async code: the same lease, waited for without blocking the event loop (its statements run in
-    worker threads, its renewal in the same background thread)."""
+    """`held` for async code: the same lease, fenced and registered the same way, waited for without blocking the
+    event loop (its statements run in worker threads, its renewal in the same background thread)."""
     lease, wait = lease_seconds(), wait_seconds()
     holder = holder_name()
     deadline = time.monotonic() + wait
     while not await _atake(thread_id, holder, purpose, lease):
         await asyncio.sleep(await asyncio.to_thread(_pause, thread_id, wait, deadline))
-    renewer = _Renewer(thread_id, holder, lease)
+    starting = asyncio.ensure_future(asyncio.to_thread(lambda: _Renewer(_fence(thread_id, holder, lease))))
+    try:
+        renewer = await asyncio.shield(starting)
+    except asyncio.CancelledError:  # the lease is taken: give it back, else it stays held until it runs out
+        await asyncio.to_thread((await starting).release)
+        raise
+    HELD.set({**HELD.get(), thread_id: renewer.fenced})
     try:
         yield holder
     finally:
+        # Not a token's reset: an async context manager may be left from another task (another context) than the
+        # one that entered it, where the token is not valid.
+        HELD.set({held_id: other for held_id, other in HELD.get().items() if held_id != thread_id})
         # Shielded: a task cancelled again while it frees the lease still frees it (else it waits out its expiry).
-        await asyncio.shield(asyncio.to_thread(_release, renewer, thread_id, holder, lease))
+        await asyncio.shield(asyncio.to_thread(renewer.release))
 
 
 def _try_take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
@@ -124,7 +156,7 @@ async def _atake(thread_id: str, holder: str, purpose: str, lease: float) -> boo
         return await asyncio.shield(taking)
     except asyncio.CancelledError:
         if await taking:
-            await asyncio.to_thread(_free, thread_id, holder, lease)
+            await asyncio.to_thread(_free, _fence(thread_id, holder, lease))
         raise
 
 
@@ -139,40 +171,44 @@ def _pause(thread_id: str, wait: float, deadline: float) -> float:
     return min(POLL_SECONDS * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic()))
 
 
-class _Renewer:
-    """The background thread that renews a held lease until stopped."""
+def _fence(thread_id: str, holder: str, lease: float) -> Lease:
+    """The lease just taken, with the epoch its take gave it."""
+    return Lease(thread_id, holder, _epoch(thread_id, holder), lease)
 
-    def __init__(self, thread_id: str, holder: str, lease: float) -> None:
+
+class _Renewer:
+    """The background thread that renews a held lease until it is released."""
+
+    def __init__(self, fenced: Lease) -> None:
+        self.fenced = fenced
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=_renew, args=(thread_id, holder, lease, self._stop), daemon=True,
-                                        name=f"selfcrag-lease-{thread_id[:20]}")  # fmt: skip
+        self._thread = threading.Thread(target=_renew, args=(fenced, fenced.seconds, self._stop), daemon=True,
+                                        name=f"selfcrag-lease-{fenced.thread_id[:20]}")  # fmt: skip
         self._thread.start()
 
-    def stop(self) -> None:
+    def release(self) -> None:
         self._stop.set()
         self._thread.join()
+        _free(self.fenced)
 
 
-def _release(renewer: _Renewer, thread_id: str, holder: str, lease: float) -> None:
-    renewer.stop()
-    _free(thread_id, holder, lease)
-
-
-def _free(thread_id: str, holder: str, lease: float) -> None:
+def _free(fenced: Lease) -> None:
     try:
-        database().execute(FREE, (thread_id, holder))
+        database().execute(FREE, (fenced.thread_id, fenced.holder, fenced.epoch))
     except Exception as exc:  # noqa: BLE001 - the lease runs out by itself; the turn's own outcome matters more
         # Info, not a warning: the command's own line reports the database fault once; the next turn that
         # finds the lease says how long it waits.
-        LOG.info("thread %s: lease not freed (it expires in %gs): %s", thread_id, lease, exc)
+        LOG.info("thread %s: lease not freed (it expires in %gs): %s", fenced.thread_id, fenced.seconds, exc)
 
 
-def _renew(thread_id: str, holder: str, lease: float, stop: threading.Event) -> None:
+def _renew(fenced: Lease, lease: float, stop: threading.Event) -> None:
+    thread_id = fenced.thread_id
     while not stop.wait(lease / 3):
         try:
-            if not database().execute(RENEW, (time.time() + lease, thread_id, holder)):
-                LOG.warning("thread %s: lease lost (held longer than %gs without renewal); another process may "
-                            "take the thread", thread_id, lease)  # fmt: skip
+            if not database().execute(RENEW, (time.time() + lease, *fenced.current()[1])):
+                # Info, not a warning: the holder's next write there is refused, and that error is its one line.
+                LOG.info("thread %s: lease lost (held longer than %gs without renewal); another process may take "
+                         "the thread, and this one writes nothing more there", thread_id, lease)  # fmt: skip
                 return
         except Exception as exc:  # noqa: BLE001 - a database blip: try again at the next beat, within the lease
             LOG.info("thread %s: lease not renewed: %s", thread_id, exc)  # a lost lease is the warning above
@@ -185,5 +221,11 @@ def resumed(thread_id: str) -> str:
 
 
 def mark_resumed(thread_id: str, turn_id: str) -> None:
-    """Remember, before resuming it, that this crashed turn was resumed once (a second crash closes it)."""
-    database().execute("UPDATE selfcrag_turns SET resumed = ? WHERE thread_id = ?", (turn_id, thread_id))
+    """Remember, before resuming it, that this crashed turn was resumed once (a second crash closes it). Only
+    under the thread's lease, while it is current."""
+    fenced = mine(thread_id)
+    if fenced is None:
+        raise RuntimeError(f"mark_resumed({thread_id!r}) outside the thread's lease")
+    where, params = fenced.current()
+    if not database().execute(f"UPDATE selfcrag_turns SET resumed = ? WHERE {where}", (turn_id, *params)):
+        raise fenced.lost()

@@ -8,6 +8,10 @@ reviewer and a new question on the thread — cannot both resume it. While claim
 with `claimed_by`; the row itself stays pending until a decision is recorded, so a reviewer that dies (kill -9,
 SIGTERM) leaves it pending again once the lease is freed or runs out. (`resolving` in the row is a claim written
 by an older version, which had no lease: it is pending too.)
+
+The record is written under the lease (leases.py, fencing): a reviewer that stalled past its claim records nothing.
+The thread is what was published: a record left pending by a reviewer that stopped between the thread's write and
+the record's is set from the thread by the next reviewer to claim it (threads.resolve_review).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import json
 import time
 from typing import Any
 
-from selfcrag.errors import ReviewError, StoreError
+from selfcrag.errors import LeaseLostError, ReviewError, StoreError
 from selfcrag.store.db import database
+from selfcrag.store.leases import mine
 
 ACTIONS = ("approve", "edit", "reject")
 DONE = {"approve": "approved", "edit": "edited", "reject": "rejected"}
@@ -37,7 +42,8 @@ def enqueue(thread_id: str, request: dict[str, Any]) -> None:
     """Queue the paused run of `thread_id`; `request` is the interrupt's payload (question, draft, scores...)."""
     database().execute(ENQUEUE, (thread_id, time.time(), request.get("question") or "",
                                  request.get("draft_answer") or "", json.dumps(request.get("scores") or {}),
-                                 request.get("confidence"), request.get("reason") or ""))  # fmt: skip
+                                 request.get("confidence"), request.get("reason") or ""),
+                       lease=mine(thread_id))  # fmt: skip
 
 
 def pending() -> list[dict[str, Any]]:
@@ -55,10 +61,12 @@ def get(review_id: str) -> dict[str, Any]:
 
 
 def set_status(review_id: str, status: str, answer: str = "", note: str = "") -> None:
+    """Record the review's outcome; under its claim, only while the claim is current (LeaseLostError if not)."""
     try:
         database().execute("UPDATE selfcrag_reviews SET status = ?, resolved_at = ?, answer = ?, note = ? "
-                           "WHERE thread_id = ?", (status, time.time(), answer, note, review_id))  # fmt: skip
-    except StoreError:
+                           "WHERE thread_id = ?", (status, time.time(), answer, note, review_id),
+                           lease=mine(review_id))  # fmt: skip
+    except (StoreError, LeaseLostError):
         raise
     except Exception as exc:
         raise StoreError(f"review {review_id}: {exc}") from None

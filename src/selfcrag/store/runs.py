@@ -4,6 +4,8 @@
 A run paused for review is recorded by `finalize` with decision `human_review`; the reviewer's decision updates the
 same record (its latency stays the machine's, not the reviewer's). Recording is fail-safe and cheap: one upsert;
 a database fault logs a warning on `selfcrag.store` and the run goes on. `SELFCRAG_RECORD_RUNS=0` turns it off.
+A run on a thread whose lease this code holds is recorded under the lease (leases.py, fencing): a holder that
+stalled past it records nothing (a warning), and its run stops at its next checkpoint.
 
 A low-quality run (any triad score or the confidence below its minimum) is logged as a WARNING on the logger
 `selfcrag.monitor`, with the record in `extra={"selfcrag_run": {...}}`, for routing to alerting.
@@ -18,7 +20,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from selfcrag.errors import LeaseLostError
 from selfcrag.store.db import database
+from selfcrag.store.leases import mine
 
 MONITOR = logging.getLogger("selfcrag.monitor")
 # Silent until the application configures logging (a library must not print on its own); faults on
@@ -55,6 +59,8 @@ def record(state: Mapping[str, Any], update: dict[str, Any], domain: str | None 
                 MONITOR.warning("low-quality run: decision %s, confidence %.2f, below minimum: %s; thread %s; %r",
                                 row["decision"], row["confidence"] or 0.0, row["below"] or "-",
                                 row["thread_id"] or "-", row["question"][:200], extra={"selfcrag_run": row})
+    except LeaseLostError as exc:  # the run stops at its next checkpoint, whose error is the one line
+        LOG.info("run not recorded: %s", exc)
     except Exception as exc:  # noqa: BLE001 - the monitor must never fail the run it watches
         LOG.warning("run not recorded: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
@@ -101,14 +107,15 @@ def _store(row: dict[str, Any]) -> None:
     columns = ("run_key", "created_at", "finished_at", "thread_id", "question", "decision", "passed", "below",
                "confidence", "context_relevance", "groundedness", "answer_relevance", "latency_ms", "llm_calls",
                "tokens", "domain")
-    database().execute(UPSERT, [row[c] for c in columns] + [""])
+    database().execute(UPSERT, [row[c] for c in columns] + [""], lease=mine(row["thread_id"]))
 
 
 def _reviewed(row: dict[str, Any], action: str) -> None:
-    changed = database().execute(REVIEWED, (row["decision"], action, row["finished_at"], row["run_key"]))
+    lease = mine(row["thread_id"])
+    changed = database().execute(REVIEWED, (row["decision"], action, row["finished_at"], row["run_key"]), lease=lease)
     if not changed:  # finalize could not record it (a fault then): record it now, without a latency
         _store(row | {"latency_ms": None})
-        database().execute(REVIEWED, (row["decision"], action, row["finished_at"], row["run_key"]))
+        database().execute(REVIEWED, (row["decision"], action, row["finished_at"], row["run_key"]), lease=lease)
 
 
 def recent(since: float, until: float | None = None) -> list[dict[str, Any]]:

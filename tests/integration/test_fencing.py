@@ -1,0 +1,78 @@
+"""A reviewer stopped past its lease never writes (issue 44), on SQLite and a real PostgreSQL: a real `selfcrag review
+edit` is stopped (SIGSTOP) while it holds the review's lease, longer than SELFCRAG_TURN_LEASE; a second reviewer
+rejects meanwhile; the first is resumed (SIGCONT). It must write nothing — thread, review record, run records — and
+end in one line, and the record must agree with the thread. Stopped inside the decision, the second reviewer's
+rejection is what stands; stopped between the thread's write and the record's, the next reviewer records the
+thread's edit (the record follows the thread) and is told so in one line. The fault matrix's `fencing` group runs
+ten trials of each kind (benchmarks/faults/fencing.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from support.langgraph_server import ROOT
+
+from selfcrag import ask
+from selfcrag.store import reviews, runs
+from selfcrag.threads import config, persistent
+
+WHO = "Who founded Parcelly?"  # held for review by the sample
+STALLED = "The stalled reviewer's edit."
+LEASE = 2.0
+
+
+def environment() -> dict[str, str]:
+    path = os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "SELFCRAG_TURN_LEASE": f"{LEASE:g}"}
+
+
+def snapshot(thread: str) -> dict[str, object]:
+    graph = persistent()
+    state = graph.get_state(config(thread))
+    record = reviews.get(thread)
+    return {"checkpoints": len(list(graph.get_state_history(config(thread)))), "paused": bool(state.interrupts),
+            "action": (state.values.get("review") or {}).get("action"), "answer": state.values.get("answer"),
+            "record": (record["status"], record["answer"], record["resolved_at"]),
+            "runs": [(r["decision"], r["reviewed"], r["finished_at"]) for r in runs.recent(0)]}  # fmt: skip
+
+
+@pytest.mark.parametrize("point", ["decision", "record"])
+def test_a_reviewer_stopped_past_its_lease_writes_nothing_and_the_record_follows_the_thread(store_url, tmp_path,
+                                                                                             point):  # fmt: skip
+    assert ask(WHO, context={"human_review": True}, thread_id="fenced")["decision"] == "human_review"
+    marker, go_on = tmp_path / "reached", tmp_path / "go-on"
+    stalled = subprocess.Popen([sys.executable, "-m", "support.pausing", point, str(marker), str(go_on),
+                                "review", "edit", "fenced", "--answer", STALLED], env=environment(), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and stalled.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), stalled.communicate()[1][-2000:]
+        stalled.send_signal(signal.SIGSTOP)
+        go_on.write_text("")
+        time.sleep(LEASE + 1)
+        other = subprocess.run([sys.executable, "-m", "selfcrag.cli", "review", "reject", "fenced"], text=True,
+                               capture_output=True, env=environment(), timeout=300)  # fmt: skip
+        before = snapshot("fenced")
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    out, err = stalled.communicate(timeout=300)
+    assert snapshot("fenced") == before  # the stalled reviewer wrote nothing once resumed
+    assert stalled.returncode == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("selfcrag: error: thread fenced: this process (") and "stalled past its lease" in err
+    record = reviews.get("fenced")
+    if point == "decision":  # it had written nothing: the second reviewer's rejection stands
+        assert other.returncode == 0, other.stderr
+        assert before["action"] == "reject" and record["status"] == "rejected"
+    else:  # it had published its edit, then stalled before recording it: the next reviewer records the thread's
+        assert other.returncode == 1 and other.stderr.count("\n") == 1
+        assert "was already decided (edited) by a reviewer who stopped before recording it" in other.stderr
+        assert before["action"] == "edit" and before["answer"] == STALLED and record["status"] == "edited"
+    assert record["answer"] == before["answer"] and not before["paused"]
+    assert ask("How many days do I have to return an item?", thread_id="fenced")["turn"] == 2  # not stuck
