@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from selfcrag.errors import CalibrationDataError
+from selfcrag.evaluation.calibrate import chosen
 from selfcrag.evaluation.metrics import effective_reliability
 from selfcrag.quality.thresholds import show_floor
 
@@ -48,13 +49,10 @@ def redecide(rows: Sequence[dict[str, Any]], probabilities: Sequence[float], rec
              cost: float) -> dict[str, dict[str, Any]]:  # fmt: skip
     """What the graph would show with these probabilities at `cost` (its best draft per question, when that reaches
     the floor), and plain RAG's records of the same questions, as right, wrong, coverage and Phi_1 / Phi_3."""
-    best: dict[str, tuple[float, bool, bool]] = {}
-    for row, p in zip(rows, probabilities, strict=True):
-        if row["drafted"] and (row["id"] not in best or p > best[row["id"]][0]):
-            best[row["id"]] = (float(p), bool(row["label"]), True)
     questions = {r["id"] for r in rows}
     floor = show_floor(cost)
-    shown = [label for p, label, _ in best.values() if p >= floor]
+    picked, p = chosen(rows, probabilities)  # each question's most probable candidate, as finalize picks it
+    shown = [bool(row["label"]) for row, value in zip(picked, p, strict=True) if row["drafted"] and value >= floor]
     plain = [r for r in records if r.get("system") == "plain" and str(r["id"]) in questions]
     systems = {"selfcrag": (sum(shown), len(shown) - sum(shown), len(questions))}
     if plain:
