@@ -187,3 +187,20 @@ async def test_aheld_is_fenced_like_held():
         with pytest.raises(LeaseLostError):
             leases.mark_resumed("t", "message-1")
     assert leases.mine("t") is None and leases.current("t")["holder"] == "other"
+
+
+def test_a_fault_inside_a_fenced_write_counts_as_the_lease_lost_only_when_another_holds_it():
+    # A client resumed after PostgreSQL closed its idle transaction may read only "server closed the connection":
+    # whether the lease was lost is then read afresh, never guessed from the message.
+    from selfcrag.store.db import database, ended_idle
+
+    closed = OSError("consuming input failed: server closed the connection unexpectedly")
+    with leases.held("t"):
+        ours = leases.mine("t")
+        assert ours is not None
+        assert not ended_idle(closed, ours, database())  # still ours: the fault is the database's, reported
+        database().execute("UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = 't'")
+        assert leases._take("t", "other", "review", 30)
+        assert ended_idle(closed, ours, database())  # another process took the thread meanwhile
+    timed_out = OSError("terminating connection due to idle-in-transaction timeout")
+    assert ended_idle(timed_out, ours, database())

@@ -91,9 +91,18 @@ class Lease(NamedTuple):
         return LeaseLostError(LOST.format(self.thread_id, self.holder))
 
 
-def ended_idle(exc: BaseException) -> bool:
-    """Whether PostgreSQL ended a fenced transaction left idle past its lease (see `fence`)."""
-    return getattr(exc, "sqlstate", None) == "25P03" or "idle-in-transaction timeout" in str(exc)
+def ended_idle(exc: BaseException, lease: Lease, db: Database) -> bool:
+    """Whether PostgreSQL ended a fenced transaction left idle past its lease (see `fence`). The server says so
+    before it closes the connection, but a client resumed after the close may read only the closed socket; so a
+    fault inside the transaction also counts when the lease is, read afresh, no longer current (a database that
+    is down cannot say: its own fault stands)."""
+    if getattr(exc, "sqlstate", None) == "25P03" or "idle-in-transaction timeout" in str(exc):
+        return True
+    try:
+        found = db.query(f"SELECT 1 FROM selfcrag_turns WHERE {CURRENT}", lease.current()[1])
+    except Exception:  # the database is down or unreachable: report the fault as it was
+        return False
+    return not found
 
 
 def fence(cursor: Any, postgres: bool, lease: Lease) -> None:
@@ -172,7 +181,7 @@ class Database:
                         fence(conn, True, lease)
                         return int(conn.execute(self._sql(sql), tuple(params)).rowcount)
                 except Exception as exc:
-                    if ended_idle(exc):
+                    if ended_idle(exc, lease, self):
                         raise lease.lost() from None
                     raise
             conn.execute("BEGIN IMMEDIATE")
