@@ -197,7 +197,7 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
                     fence(cur, True, lease)
                     yield cur
             except Exception as exc:
-                if ended_idle(exc, lease, db):  # stopped inside it past the lease: the server ended it, nothing was written
+                if ended_idle(exc, lease, db):  # stopped past the lease inside it: ended, nothing was written
                     raise lease.lost() from None
                 raise
 
