@@ -107,6 +107,9 @@ class Draft(ModelUse):
     # Declined because the evidence is about another entity, number or qualifier than the question asks
     # (quality.constraints): reading more of the same passages must not override that.
     off_target: bool = False
+    # The geometric mean of the reply's token probabilities, where the server returned them (llm/generator.py): how
+    # sure the generator was of what it wrote, a feature of the draft's score (quality/calibration.py). None offline.
+    probability: float | None = None
 
 
 @dataclass

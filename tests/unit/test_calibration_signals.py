@@ -81,15 +81,20 @@ def test_a_failed_grader_s_placeholder_pushes_the_confidence_neither_way():
     from selfcrag.quality.calibration import Calibrator, unmeasured
 
     failed = {**RUN, "trace": [*RUN["trace"], {"node": "grade_answer", "error": "TimeoutError", "violations": 0}]}
-    # `verifier` too: no local verifier measured a draft in these runs (it is off by default)
-    assert unmeasured(failed) == {"answer_relevance", "verifier"}  # type: ignore[arg-type]
-    assert unmeasured(RUN) == {"verifier"}  # type: ignore[arg-type]
+    # `verifier` too: no local verifier measured a draft in these runs (it is off by default); nor did a server give
+    # the generator's token probabilities (`answer_probability`: an offline run)
+    offline = {"verifier", "answer_probability"}
+    assert unmeasured(failed) == {"answer_relevance", *offline}  # type: ignore[arg-type]
+    assert unmeasured(RUN) == offline  # type: ignore[arg-type]
     # A grader that has not run yet measured nothing either: plain's draft is scored before any grading.
     ungraded = {**RUN, "trace": [s for s in RUN["trace"] if s["node"] != "grade_documents"]}
-    assert unmeasured(ungraded) == {"grade_top", "grade_correct_share", "grade_margin", "verifier"}  # type: ignore[arg-type]
+    assert unmeasured(ungraded) == {"grade_top", "grade_correct_share", "grade_margin", *offline}  # type: ignore[arg-type]
     verified = {**RUN, "trace": [*RUN["trace"], {"node": "verify", "score": 0.9, "verified": "Paris [doc_1]"}]}
-    assert unmeasured(verified, "Paris") == {"verifier"}  # type: ignore[arg-type]  # another draft than this
+    assert unmeasured(verified, "Paris") == offline  # type: ignore[arg-type]  # another draft than this
     verified["trace"][-1]["verified"] = "Paris"
+    assert unmeasured(verified, "Paris [doc_1]") == {"answer_probability"}  # type: ignore[arg-type]
+    drafted = [s for s in verified["trace"] if s["node"] in ("first_draft", "generate")]
+    drafted[-1]["answer_probability"] = 0.81  # the model backend's generator, on a server that gave logprobs
     assert unmeasured(verified, "Paris [doc_1]") == frozenset()  # type: ignore[arg-type]
     model = Calibrator(("answer_relevance", "retrieval_margin"), (0.8, 0.3), (0.2, 0.2), (1.0, 0.5), bias=0.0)
     values = {"answer_relevance": 0.7, "retrieval_margin": 0.5}  # 0.7: the fail-open placeholder, below the mean

@@ -94,3 +94,32 @@ def test_the_answer_grades_schema_bounds_its_free_text_so_a_grammar_stops_a_ramb
     properties = compact_schema(AnswerVerdict)["properties"]
     assert (properties["missing"]["maxLength"], properties["reason"]["maxLength"]) == (MISSING_CHARS, REASON_CHARS)
     assert AnswerVerdict.model_validate({"score": 1, "missing": "x" * 500}).missing == "x" * 500  # read, not refused
+
+
+def test_sentences_that_repeat_the_prompts_instructions_are_not_an_answer():
+    from selfcrag.llm.generator import _without_instructions
+
+    strips = [strip("returns", "Most items can be returned within 30 days from the date of delivery.", 0.9)]
+    prompt = generation_prompt("How many days do I have to return an item?", strips, Context())
+    parroted = draft_from("The question asks for one specific point: state it, citing the document that gives it.",
+                          prompt)  # fmt: skip
+    assert parroted.answer  # a draft as the reply parses ...
+    empty = _without_instructions(parroted, prompt)
+    assert empty.answer == "" and empty.citations == [] and "instructions" in empty.missing  # ... but not an answer
+    mixed = draft_from("Items can be returned within 30 days [doc_1]. The question asks for one specific point: "
+                       "state it, citing the document that gives it.", prompt)  # fmt: skip
+    kept = _without_instructions(mixed, prompt)
+    assert kept.answer == "Items can be returned within 30 days [doc_1]." and [c["ref"] for c in kept.citations] == [
+        "doc_1"]  # fmt: skip
+    right = draft_from("Most items can be returned within 30 days [doc_1].", prompt)
+    assert _without_instructions(right, prompt) is right  # an answer from the evidence is left alone
+
+
+def test_the_generators_sureness_is_the_geometric_mean_of_its_token_probabilities():
+    from selfcrag.llm.declines import token_probability
+
+    tokens = [{"token": t, "logprob": math.log(p)} for t, p in (("30", 0.9), (" days", 0.4), (".", 1.0))]
+    assert token_probability(AIMessage("30 days.", response_metadata={"logprobs": {"content": tokens}})) == round(
+        (0.9 * 0.4 * 1.0) ** (1 / 3), 4)  # fmt: skip
+    assert token_probability(AIMessage("30 days.")) is None  # a server that gave none: unmeasured, not 0
+    assert token_probability(AIMessage("x", response_metadata={"logprobs": {"content": [{"logprob": None}]}})) is None

@@ -1,5 +1,6 @@
 """A decline the model itself doubts is not taken: scored from the first token's probabilities, where the server
-returns them (OpenAI and llama.cpp's server do, with `logprobs`).
+returns them (OpenAI and llama.cpp's server do, with `logprobs`); and how sure the model was of the whole reply
+(`token_probability`, a feature of the draft's score).
 
 A small model's "INSUFFICIENT: ..." is a coin toss: on evidence that states the answer, a 0.5B model put 0.36 of
 its first-token probability on declining and 0.64 on the words of an answer, and sampling at temperature 0 took
@@ -39,6 +40,15 @@ def first_token_options(message: Any) -> list[tuple[str, float, int | None]]:
     options = (content[0].get("top_logprobs") or []) if content else []
     return [(str(o.get("token", "")), math.exp(float(o.get("logprob", -math.inf))),
              o["id"] if isinstance(o.get("id"), int) else None) for o in options]  # fmt: skip
+
+
+def token_probability(message: Any) -> float | None:
+    """The geometric mean of the reply's token probabilities (exp of their mean log-probability): how sure the model
+    was of what it wrote; None when the reply carries no probabilities."""
+    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs") or {}
+    found = [float(t["logprob"]) for t in logprobs.get("content") or []
+             if isinstance(t, dict) and isinstance(t.get("logprob"), int | float) and math.isfinite(t["logprob"])]
+    return round(math.exp(sum(found) / len(found)), 4) if found else None
 
 
 def doubted_decline(message: Any) -> dict[int, int] | None:

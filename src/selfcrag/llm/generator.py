@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from selfcrag.contract import Citation, Draft, Strip, Turn
 from selfcrag.language import language_of
 from selfcrag.llm.calls import MAX_TOKENS, call, reply_chars
-from selfcrag.llm.declines import banning, doubted_decline, with_probabilities
+from selfcrag.llm.declines import banning, doubted_decline, token_probability, with_probabilities
 from selfcrag.llm.structured import text_of, usage_tokens
 from selfcrag.prompts.generation import GenerationPrompt, generation_prompt
 from selfcrag.prompts.messages import phrase
-from selfcrag.text.terms import terms_of
+from selfcrag.quality.echoes import echoes
+from selfcrag.text.terms import strip_citations, terms_of
 from selfcrag.text.text import split_sentences
 
 if TYPE_CHECKING:
@@ -55,15 +57,32 @@ class LLMGenerator:
         message = outcome.output
         draft = draft_from(_cut(text_of(message), reply_chars(prompt.role)), prompt)
         calls, tokens = outcome.calls, usage_tokens(message, prompt.messages)
+        draft.probability = token_probability(message)
         if not draft.answer and (bias := doubted_decline(message)) is not None:  # declines.py: asked once more
             again = call(banning(asked, bias), prompt.messages, settings)
             calls += again.calls
             if again.error is None:
                 tokens += usage_tokens(again.output, prompt.messages)
                 second = draft_from(_cut(text_of(again.output), reply_chars(prompt.role)), prompt)
+                second.probability = token_probability(again.output)
                 draft = second if second.answer else draft
+        draft = _without_instructions(draft, prompt)
         draft.llm_calls, draft.tokens, draft.prompt = calls, tokens, prompt.name
         return draft
+
+
+def _without_instructions(draft: Draft, prompt: GenerationPrompt) -> Draft:
+    """The draft less its sentences that say what only the prompt's own instructions said: a 0.5B model answered
+    "The question asks for one specific point: state it, citing the document that gives it." and nothing else. Judged
+    as the output check judges a planted sentence (quality/echoes.py), with the instructions in its place."""
+    instructions = split_sentences(str(prompt.messages[0].content))
+    parroted = set(echoes(draft.answer, [s["text"] for s in prompt.strips], instructions))
+    if not parroted:
+        return draft
+    kept = " ".join(s for s in split_sentences(draft.answer) if strip_citations(s) not in parroted)
+    rest = draft_from(kept, prompt) if kept.strip() else Draft(answer="", citations=[], missing="")
+    said = rest.missing or draft.missing or "the model repeated its instructions, no answer"
+    return replace(rest, missing=said, probability=draft.probability)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -51,6 +51,7 @@ def make(components: Components) -> NodeFunction:
                     "decision": "draft" if draft.answer else "no answer",
                     "reason": reason if draft.answer else f"{reason}; {draft.missing}",
                     "citations": [c["ref"] for c in draft.citations],
+                    **({"answer_probability": draft.probability} if draft.probability is not None else {}),
                     **model_notes(draft),
                 }
             ],

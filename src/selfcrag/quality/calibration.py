@@ -154,8 +154,13 @@ def _grade_margin(run: Run) -> float:
 
 def _drafted_by(run: Run) -> str:
     """The node that wrote the run's latest draft."""
-    steps = [s for s in run.state.get("trace") or [] if s.get("node") in ("first_draft", "generate")]
-    return str(steps[-1].get("node")) if steps else ""
+    return str(_draft_step(run.state).get("node") or "")
+
+
+def _draft_step(state: State) -> dict[str, Any]:
+    """The trace step that wrote the run's latest draft."""
+    steps = [s for s in state.get("trace") or [] if s.get("node") in ("first_draft", "generate")]
+    return dict(steps[-1]) if steps else {}
 
 
 def _last_check(run: Run) -> dict[str, Any]:
@@ -208,6 +213,9 @@ FEATURES: dict[str, tuple[int, Callable[[Run], float]]] = {
     # Names, numbers, identifiers and absolute words of the draft that no passage the run retrieved holds (nor the
     # question, as `question_terms` allows): counted, not a veto (text/rules.py).
     "rule_findings": (-1, lambda r: float(_last_check(r).get("findings") or 0)),
+    # How sure the generator was of the words it wrote (the geometric mean of its reply's token probabilities), where
+    # the server returned them; unmeasured otherwise (`unmeasured`): offline, or a server without logprobs.
+    "answer_probability": (+1, lambda r: float(_draft_step(r.state).get("answer_probability") or 0.0)),
     # The local verifier's P(the cited passage answers the question with this draft): only with it on, and only in a
     # file fitted with it on (data/calibration/offline_verifier.json); unmeasured otherwise (`unmeasured`).
     "verifier": (+1, lambda r: _verified(r) or 0.0),
@@ -245,6 +253,8 @@ def unmeasured(state: State, draft: str = "") -> frozenset[str]:
         last[str(step.get("node"))] = dict(step)
     # A grader that failed, or has not run yet (plain's draft is scored before any grading), measured nothing.
     failed = {name for name, node in GRADED_BY.items() if node not in last or last[node].get("error")}
+    if _draft_step(state).get("answer_probability") is None:
+        failed.add("answer_probability")
     if _verified(Run(state, strip_citations(draft), False)) is None:
         failed.add("verifier")
     return frozenset(failed)
