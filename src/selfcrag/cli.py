@@ -260,12 +260,13 @@ def _refit(args: argparse.Namespace, out: Path) -> int:
 
     paths = [Path(p) for p in args.records]
     records = read_records(paths)
-    rows = rows_of(records)
+    mode = args.ungrounded_drafts or "withheld"
+    rows = rows_of(records, ungrounded=mode == "scored")
     fitted = fit(rows, list(FEATURES))
     files = [p / "records.jsonl" if p.is_dir() else p for p in paths]
     backends = sorted({str(r.get("backend", "")) for r in records if r.get("backend")}) or ["records"]
-    write(out, fitted, provenance(files, rows, "+".join(backends), "selfcrag calibrate --records "
-                                  + " ".join(p.name for p in paths)))  # fmt: skip
+    command = f"selfcrag calibrate --records {' '.join(p.name for p in paths)} --ungrounded-drafts {mode}"
+    write(out, fitted, provenance(files, rows, "+".join(backends), command), mode)
     cost = PRESETS[args.domain or "general"].cost
     print(table(fitted))
     print(redecided_table(redecide(rows, fitted["out_of_fold"], records, cost), cost))

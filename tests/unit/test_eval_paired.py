@@ -104,3 +104,18 @@ def test_refit_reads_every_candidates_features_and_redecides():
     assert decided["selfcrag"] == {"right": 1, "wrong": 0, "questions": 2, "coverage": 0.5, "phi_1": 0.5,
                                    "phi_3": 0.5}
     assert decided["plain"]["right"] == 1 and decided["plain"]["wrong"] == 1
+
+
+def test_a_fit_for_scored_drafts_keeps_unvetoed_ungrounded_candidates_and_reads_unmeasured_as_the_mean():
+    from selfcrag.evaluation.calibrate import matrix, rows_of
+
+    listed = [{"answer": "Paris", "confidence": 0.7, "showable": True, "features": {"grade_top": 0.0},
+               "unmeasured": ["grade_top"]},  # plain's draft, scored before any grading
+              {"answer": "Paris", "confidence": 0.0, "showable": False, "features": {"grade_top": 0.8}},  # ungrounded
+              {"answer": "Lyon", "confidence": 0.0, "showable": False, "vetoed": True,
+               "features": {"grade_top": 0.4}}]  # fmt: skip
+    records = [rec("1", "selfcrag", answer="Paris", draft="Paris", answered=True, detail={"candidates": listed})]
+    assert [r["features"]["grade_top"] for r in rows_of(records)] == [0.0]  # a withheld file's fit: grounded only
+    scored = rows_of(records, ungrounded=True)
+    assert [r["features"]["grade_top"] for r in scored] == [0.0, 0.8]  # the vetoed one is never a candidate
+    assert matrix(scored, ["grade_top"]).tolist() == [[0.8], [0.8]]  # unmeasured: the measured rows' mean

@@ -51,13 +51,16 @@ def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     return found
 
 
-def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows_of(records: Sequence[dict[str, Any]], ungrounded: bool = False) -> list[dict[str, Any]]:
     """(features, label, group, confidence before) of each candidate the selfcrag records' runs may show: every
     draft is a candidate, and the fit learns P(right | the candidate's features) from all of them. Candidates come
     from the record's `detail["candidates"]`, else its finalize step. A question with no candidate it may show gives
     one undrafted row (its probability is 0 by definition); a record without candidates (an older run) gives one row
     for the draft it would show. `id` ties a row to its question, so `chosen` can decide each question again from
-    the rows' probabilities."""
+    the rows' probabilities. With `ungrounded` (a fit for a file that scores ungrounded drafts), a draft the check
+    did not pass is a row too, unless an exact finding vetoed it (records made before candidates kept `vetoed`
+    count none as vetoed). Each row keeps the features nothing measured (`unmeasured`), which the fit reads as the
+    mean of those measured, as the calibrator does at run time."""
     rows = []
     for record in records:
         if record.get("system") != "selfcrag" or record.get("error"):
@@ -66,13 +69,13 @@ def rows_of(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "impossible": bool(record["is_impossible"]), "id": str(record.get("id", ""))}
         candidates = candidates_of(record)
         if candidates is not None:
-            showable = [c for c in candidates if c.get("showable", True)]
+            showable = [c for c in candidates if c.get("showable", True) or (ungrounded and not c.get("vetoed"))]
             for candidate in showable:
                 answer = str(candidate.get("answer") or "")
                 right = bool(answer) and not record["is_impossible"] and contains_gold(answer, record["answers"])
                 before, shown = float(candidate.get("confidence") or 0.0), bool(candidate.get("shown"))
                 rows.append({**base, "features": candidate["features"], "label": right, "drafted": bool(answer),
-                             "before": before, "shown": shown})
+                             "before": before, "shown": shown, "unmeasured": list(candidate.get("unmeasured") or [])})
             if not showable:
                 rows.append({**base, "features": {}, "label": False, "drafted": False, "before": 0.0, "shown": False})
             continue
@@ -128,7 +131,14 @@ def standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matrix(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> np.ndarray:
-    return np.array([[float(r["features"].get(n, 0.0)) for n in names] for r in rows]).reshape(len(rows), len(names))
+    """The rows' feature values; where a row's grader measured nothing (`unmeasured`: it failed, or had not run for
+    plain's draft), the mean of the rows that measured it, so standardised it is 0, as the calibrator reads it."""
+    x = np.array([[float(r["features"].get(n, 0.0)) for n in names] for r in rows]).reshape(len(rows), len(names))
+    for j, name in enumerate(names):
+        missing = np.array([name in (r.get("unmeasured") or ()) for r in rows], dtype=bool)
+        if missing.any():
+            x[missing, j] = x[~missing, j].mean() if (~missing).any() else 0.0
+    return x
 
 
 def folds(groups: Sequence[str], most: int = 8) -> list[np.ndarray]:

@@ -135,7 +135,9 @@ def most_confident(state: State, settings: Context) -> tuple[State, list[dict[st
             else 0.0
         scored.append({"round": candidate.get("round", 0), "generation": candidate.get("generation", 0),
                        "plain": bool(candidate.get("plain")), "showable": bool(candidate.get("showable")),
-                       "confidence": value, "answer": answer, "features": measured[0]})  # fmt: skip
+                       "grounded": bool(candidate.get("grounded")), "vetoed": bool(candidate.get("vetoed")),
+                       "confidence": value, "answer": answer, "features": measured[0],
+                       "unmeasured": sorted(measured[1])})  # fmt: skip
         features.append(measured)
     showable = [i for i, c in enumerate(kept) if c.get("showable")]
     if not showable:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -300,12 +301,21 @@ def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def shipped(backend: str = "offline", verifier: bool = False) -> Path:
-    """The shipped calibration for a backend (with the local verifier on: its own fit, where one was made); the
+def shipped(backend: str = "offline", verifier: bool = False, model: str = "") -> Path:
+    """The shipped calibration for a backend: with the local verifier on, its own fit; on the model backend, the
+    generator model's own fit (`model_<name>.json`, fitted on its tuning runs), else the backend's general one; the
     offline fit stands in where no other was fitted."""
     folder = Path(str(resources.files("selfcrag") / "data" / "calibration"))
-    names = [*([f"{backend}_verifier"] if verifier else []), backend, "offline"]
+    names = [*([f"{backend}_verifier"] if verifier else []), *([f"{backend}_{model_file(model)}"] if model else []),
+             backend, "offline"]  # fmt: skip
     return next(folder / f"{n}.json" for n in names if (folder / f"{n}.json").is_file() or n == "offline")
+
+
+def model_file(model: str) -> str:
+    """A generator model's name as its calibration file names it: `openai:Qwen2.5-Coder-0.5B` -> qwen2.5-coder-0.5b
+    (the provider is dropped: one model served by two providers writes alike)."""
+    name = model.split(":", 1)[-1].strip().lower()
+    return re.sub(r"[^a-z0-9._-]+", "-", name).strip("-.") or "unnamed"
 
 
 UNGROUNDED_DRAFTS = ("withheld", "scored")
@@ -371,4 +381,5 @@ def for_settings(settings: Context) -> Calibrator:
         return load(settings.calibration)
 
     backend = settings.backend if settings.backend != "auto" else ("model" if model_configured() else "offline")
-    return load(shipped(backend, verifier=bool(settings.verifier)))
+    model = settings.generator_model if backend == "model" else ""
+    return load(shipped(backend, verifier=bool(settings.verifier), model=model))

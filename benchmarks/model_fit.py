@@ -1,0 +1,137 @@
+"""Fit a generator model's own calibration from its `selfcrag eval` records on tuning data, and say what it decides.
+
+    .venv/bin/python benchmarks/model_fit.py RECORDS_DIR [RECORDS_DIR ...] [--out FILE] [--results FILE]
+                                             [--cost C]
+
+Collect once, fit many: the records of a model-backend evaluation keep every candidate draft with its features
+(`detail["candidates"]`), so the fit needs neither the model nor the index. Every candidate the check did not veto
+is a row (the file is written with `"ungrounded_drafts": "scored"`: with a small model's checker groundedness is
+weighed, not a gate), its label whether it holds a gold answer; features are chosen greedily by cross-validated
+log-loss with folds grouped by article (`evaluation/calibrate.py`), among all but those that count the question's
+own words (`QUESTION_WORDING`, as the offline fit) and the local verifier's (off here).
+
+Writes `src/selfcrag/data/calibration/model_<model>.json` (the generator model named by the records' run.json;
+`quality/calibration.shipped` reads it for that model) and `benchmarks/results/model_fit_<model>.json`, and prints:
+the fit's grouped-CV AUROC among all candidates; each question decided again from its candidates' cross-validated
+probabilities at the cost's floor p >= c / (1 + c) beside the runs' own decision and plain RAG; AUROC among the
+answers shown and among each question's best draft; and the ceiling: the best floor chosen with the answers known.
+Use tuning records only (the SQuAD dev sample, the other questions of its 8 articles, HaluEval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance  # noqa: E402
+
+from selfcrag.errors import CalibrationDataError  # noqa: E402
+from selfcrag.evaluation.calibrate import chosen, fit, rows_of, write  # noqa: E402
+from selfcrag.evaluation.calibrate import provenance as data_provenance  # noqa: E402
+from selfcrag.evaluation.metrics import auroc, effective_reliability  # noqa: E402
+from selfcrag.evaluation.refit import read_records  # noqa: E402
+from selfcrag.quality.calibration import FEATURES, QUESTION_WORDING, model_file  # noqa: E402
+from selfcrag.quality.thresholds import PRESETS, show_floor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CALIBRATIONS = ROOT / "src" / "selfcrag" / "data" / "calibration"
+RESULTS = ROOT / "benchmarks" / "results"
+LEFT_OUT = {*QUESTION_WORDING, "verifier"}
+
+
+def decided(rows: list[dict[str, Any]], p: list[float], floor: float) -> dict[str, Any]:
+    """Each question's most probable candidate, shown when it reaches `floor`: right, wrong, Phi_1 and Phi_3, and
+    AUROC of the probability among the answers shown and among each question's best draft."""
+    picked, best = chosen(rows, p)
+    drafts = [(value, bool(row["label"])) for row, value in zip(picked, best, strict=True) if row["drafted"]]
+    shown = [(value, right) for value, right in drafts if value >= floor]
+    right = sum(1 for _, r in shown if r)
+    n = len(picked)
+    return {"questions": n, "right": right, "wrong": len(shown) - right,
+            "right_drafts": sum(1 for _, r in drafts if r),
+            **{f"phi_{c}": round(effective_reliability(right, len(shown) - right, n, c) or 0.0, 4) for c in (0, 1, 3)},
+            "auroc_shown": auroc([v for v, _ in shown], [r for _, r in shown]),
+            "auroc_drafts": auroc([v for v, _ in drafts], [r for _, r in drafts])}  # fmt: skip
+
+
+def ceiling(rows: list[dict[str, Any]], p: list[float], cost: float) -> dict[str, Any]:
+    """The floor that would have been best here at `cost`, chosen with the answers known: the score's own limit."""
+    _, best = chosen(rows, p)
+    floors = sorted({round(v, 4) for v in best} | {round(show_floor(cost), 4)})
+    found = []
+    for floor in floors:
+        made = decided(rows, p, floor)
+        found.append((round(effective_reliability(made["right"], made["wrong"], made["questions"], cost) or 0.0, 4),
+                      floor))  # fmt: skip
+    phi, floor = max(found)
+    return {"floor": floor, "phi_at_cost": phi}
+
+
+def shown(value: Any) -> str:
+    return "—" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def plain_of(records: list[dict[str, Any]], ids: set[str]) -> dict[str, Any]:
+    plain = [r for r in records if r.get("system") == "plain" and str(r["id"]) in ids]
+    right = sum(1 for r in plain if r["correct"])
+    wrong = sum(1 for r in plain if r["answered"]) - right
+    return {"questions": len(plain), "right": right, "wrong": wrong,
+            **{f"phi_{c}": round(effective_reliability(right, wrong, len(plain), c) or 0.0, 4) for c in (0, 1, 3)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    cli.add_argument("records", nargs="+", type=Path, help="`selfcrag eval` folders of the model on tuning data")
+    cli.add_argument("--out", type=Path, help="the calibration file (default data/calibration/model_<model>.json)")
+    cli.add_argument("--results", type=Path, help="the results file (default: benchmarks/results/model_fit_<model>"
+                     ".json)")
+    cli.add_argument("--cost", type=float, default=PRESETS["general"].cost, help="the cost decided at (general's)")
+    args = cli.parse_args(argv)
+    models = {json.loads((p / "run.json").read_text(encoding="utf-8")).get("generator_model", "")
+              for p in args.records if (p / "run.json").is_file()}  # fmt: skip
+    if len(models) != 1 or not next(iter(models)):
+        cli.error(f"the records must be of one generator model (their run.json say {sorted(models) or 'none'})")
+    model = model_file(next(iter(models)))
+    records = read_records(args.records)
+    rows = rows_of(records, ungrounded=True)
+    try:
+        fitted = fit(rows, [name for name in FEATURES if name not in LEFT_OUT])
+    except CalibrationDataError as exc:
+        cli.error(str(exc))
+    files = [p / "records.jsonl" for p in args.records]
+    out = args.out or CALIBRATIONS / f"model_{model}.json"
+    command = provenance(argv)["command"]
+    write(out, fitted, data_provenance(files, rows, "model", str(command)), "scored")
+    floor = show_floor(args.cost)
+    after, before = list(fitted["out_of_fold"]), [float(r["before"]) for r in rows]
+    ids = {str(r["id"]) for r in rows}
+    result = {**provenance(argv), "model": model, "calibration": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT)
+              else str(out), "cost": args.cost, "floor": round(floor, 4), "features": fitted["model"]["features"],
+              "cross_validation": fitted["cross_validation"],
+              "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
+              "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
+              "plain": plain_of(records, ids)}  # fmt: skip
+    target = args.results or RESULTS / f"model_fit_{model}.json"
+    target.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    checked = fitted["cross_validation"]
+    print(f"{model}: {checked['questions']} questions, {len(rows)} candidates; features "
+          f"{', '.join(result['features'])}; grouped-CV AUROC of all candidates {checked['before']['auroc']} as run, "
+          f"{checked['after']['auroc']} fitted")
+    print(f"decided at cost {args.cost:g} (floor {floor:.3f}):")
+    print(f"{'system':<22}{'right':>6}{'wrong':>6}{'Phi_1':>8}{'Phi_3':>8}{'AUROC shown':>13}{'AUROC drafts':>14}"
+          f"{'right drafts':>14}{'ceiling Phi_c':>13}")  # fmt: skip
+    for name in ("fitted", "as_run", "plain"):
+        row = result[name]
+        print(f"{name:<22}{row['right']:>6}{row['wrong']:>6}{row['phi_1']:>8.3f}{row['phi_3']:>8.3f}"
+              f"{shown(row.get('auroc_shown')):>13}{shown(row.get('auroc_drafts')):>14}"
+              f"{shown(row.get('right_drafts')):>14}{shown((row.get('ceiling') or {}).get('phi_at_cost')):>13}")
+    print(f"wrote {out} and {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
