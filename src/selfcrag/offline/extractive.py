@@ -23,15 +23,7 @@ from selfcrag.quality.constraints import Violation, violations
 from selfcrag.quality.injection import is_instruction
 from selfcrag.text.cuts import clean
 from selfcrag.text.rules import is_identifier, names
-from selfcrag.text.terms import (
-    answer_type,
-    coverage,
-    has_answer_type,
-    key_terms,
-    question_terms,
-    strip_citations,
-    terms_to_cover,
-)
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 from selfcrag.text.text import STOPWORDS, split_sentences, term, words
 
 if TYPE_CHECKING:
@@ -79,15 +71,15 @@ class ExtractiveGenerator:
                     pool.append((sentence, strip))
         if not pool:
             return []
-        kind, language = answer_type(question), language_of(question)
+        terms, kind, language = question_terms(question), answer_type(question), language_of(question)
         embedder = for_run(self.embedder, settings) if settings else self.embedder
         vectors = embed(embedder, [question, *[sentence for sentence, _ in pool]],
                         stored_for_run(self.embedder, settings))
         sims = vectors[1:] @ vectors[0]
         out = []
         for (sentence, strip), sim in zip(pool, sims, strict=True):
+            covered, missing = coverage(terms, sentence)
             typed = has_answer_type(kind, sentence, question)
-            covered, missing = coverage(terms_to_cover(question, typed), sentence)
             signal = similarity_or_stand_in(embedder, question, float(sim), sentence, strip["title"])
             if kind == "generic":  # nothing to type-check: coverage and similarity share the weight
                 score = 0.5 * covered + 0.5 * signal

@@ -24,15 +24,7 @@ from selfcrag.quality.constraints import Violation, violations
 from selfcrag.text.cuts import passage_texts
 from selfcrag.text.opposites import Conflict, conflicts
 from selfcrag.text.rules import is_identifier
-from selfcrag.text.terms import (
-    answer_type,
-    coverage,
-    has_answer_type,
-    key_terms,
-    question_terms,
-    strip_citations,
-    terms_to_cover,
-)
+from selfcrag.text.terms import answer_type, coverage, has_answer_type, key_terms, question_terms, strip_citations
 
 if TYPE_CHECKING:
     from selfcrag.context import Context
@@ -169,7 +161,7 @@ class OfflineAnswerGrader:
             return AnswerGrade(score=0.0, useful=False, missing="no answer", reason="empty answer")
         kind = answer_type(question)
         typed = has_answer_type(kind, text, question)
-        covered, missing_terms = coverage(terms_to_cover(question, typed), text)
+        covered, missing_terms = coverage(question_terms(question), text)
         embedder = for_run(self.embedder, settings)
         q, a = embed(embedder, [question, text], stored_for_run(self.embedder, settings))
         similarity = float(q @ a)

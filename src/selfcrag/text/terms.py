@@ -63,17 +63,6 @@ def question_terms(question: str) -> dict[str, str]:
     return terms
 
 
-def terms_to_cover(question: str, typed: bool) -> dict[str, str]:
-    """The question's terms a text must hold to cover it (`question_terms`). The words that ask for the kind of
-    answer rather than a topic ("window" in "What is our refund window?", which a passage states as "within 45
-    days") are covered by a text that holds an answer of that kind (`typed`: `has_answer_type`)."""
-    terms = question_terms(question)
-    if not typed or answer_type(question) == "generic":
-        return terms
-    asked_for = {term(w) for w in words(fold(question)) if w in _QUANTITY_NOUNS or w in _TIME_NOUNS}
-    return {k: v for k, v in terms.items() if k not in asked_for}
-
-
 def key_terms(question: str) -> dict[str, str]:
     """Terms the evidence must contain for any answer: identifiers (E1042), numbers, and names capitalised
     mid-question (Antarctica, CEO). An on-topic passage without them answers a different question. Chinese
@@ -147,7 +136,7 @@ _AUXILIARIES = {"is", "are", "was", "were", "do", "does", "did", "can", "could",
                 "has", "have", "had", "may", "must", "shall", "am", "isn't", "aren't", "don't", "doesn't"}
 _QUANTITY_NOUNS = {"cost", "price", "fee", "fees", "percentage", "percent", "amount", "population", "age",
                    "length", "height", "distance", "limit", "rate", "size", "weight", "temperature", "speed",
-                   "number", "minimum", "maximum", "duration", "window", "period"}
+                   "number", "minimum", "maximum", "duration"}
 _TIME_NOUNS = {"hours", "time", "times", "date", "dates", "year", "deadline", "schedule"}
 # Cues of the expected answer; the earliest in the question decides ("What happens when ..." is no date).
 _TYPE_CUES: list[tuple[re.Pattern[str], AnswerType]] = [
