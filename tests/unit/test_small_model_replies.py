@@ -123,3 +123,26 @@ def test_the_generators_sureness_is_the_geometric_mean_of_its_token_probabilitie
         (0.9 * 0.4 * 1.0) ** (1 / 3), 4)  # fmt: skip
     assert token_probability(AIMessage("30 days.")) is None  # a server that gave none: unmeasured, not 0
     assert token_probability(AIMessage("x", response_metadata={"logprobs": {"content": [{"logprob": None}]}})) is None
+
+
+def test_a_reply_that_repeats_its_instructions_is_asked_once_more_without_the_focus_line():
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    from selfcrag.llm.generator import LLMGenerator
+    from selfcrag.llm.models import ChatModels
+
+    strips = [strip("returns", "Most items can be returned within 30 days from the date of delivery.", 0.9)]
+    parrot = ("The question asks for one specific point: state it, citing the document that gives it. The document "
+              "that gives this information is [doc_1].")  # fmt: skip
+    seen: list[str] = []
+
+    class Recording(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append(str(messages[0].content))
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    model = Recording(messages=iter([AIMessage(parrot), AIMessage("Items can be returned within 30 days [doc_1].")]))
+    draft = LLMGenerator(ChatModels(llm=model)).generate("How many days do I have to return an item?", strips,
+                                                         Context())  # fmt: skip
+    assert draft.answer == "Items can be returned within 30 days [doc_1]." and draft.llm_calls == 2
+    assert "Focus:" in seen[0] and "Focus:" not in seen[1] and "Task:" not in seen[1]

@@ -66,20 +66,37 @@ class LLMGenerator:
                 second = draft_from(_cut(text_of(again.output), reply_chars(prompt.role)), prompt)
                 second.probability = token_probability(again.output)
                 draft = second if second.answer else draft
-        draft = _without_instructions(draft, prompt)
-        draft.llm_calls, draft.tokens, draft.prompt = calls, tokens, prompt.name
-        return draft
+        kept = _without_instructions(draft, prompt)
+        if kept is not draft:
+            # The reply repeated its instructions (a 0.5B model echoed the focus line, then named the document it
+            # meant): asked once more without the task and focus lines, the reply is judged the same way.
+            plainer = generation_prompt(question, strips, settings, avoid, history, guided=False)
+            again = call(asked, plainer.messages, settings)
+            calls += again.calls
+            if again.error is None:
+                tokens += usage_tokens(again.output, plainer.messages)
+                second = draft_from(_cut(text_of(again.output), reply_chars(prompt.role)), plainer)
+                second.probability = token_probability(again.output)
+                second = _without_instructions(second, prompt)
+                kept = second if second.answer else kept
+        kept.llm_calls, kept.tokens, kept.prompt = calls, tokens, prompt.name
+        return kept
 
 
 def _without_instructions(draft: Draft, prompt: GenerationPrompt) -> Draft:
     """The draft less its sentences that say what only the prompt's own instructions said: a 0.5B model answered
     "The question asks for one specific point: state it, citing the document that gives it." and nothing else. Judged
-    as the output check judges a planted sentence (quality/echoes.py), with the instructions in its place."""
+    as the output check judges a planted sentence (quality/echoes.py), with the instructions in its place. Once a
+    reply has echoed its instructions, the rest of it counts only where it says something of the evidence: each
+    sentence kept shares MIN_SHARED_TERMS terms with one document ("The document that gives this information is
+    [doc_1]." shares none)."""
     instructions = split_sentences(str(prompt.messages[0].content))
     parroted = set(echoes(draft.answer, [s["text"] for s in prompt.strips], instructions))
     if not parroted:
         return draft
-    kept = " ".join(s for s in split_sentences(draft.answer) if strip_citations(s) not in parroted)
+    documents = [terms_of(s["text"]) for s in prompt.strips]
+    kept = " ".join(s for s in split_sentences(draft.answer) if strip_citations(s) not in parroted
+                    and max((len(terms_of(s) & d) for d in documents), default=0) >= MIN_SHARED_TERMS)  # fmt: skip
     rest = draft_from(kept, prompt) if kept.strip() else Draft(answer="", citations=[], missing="")
     said = rest.missing or draft.missing or "the model repeated its instructions, no answer"
     return replace(rest, missing=said, probability=draft.probability)

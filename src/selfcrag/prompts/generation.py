@@ -94,7 +94,9 @@ class GenerationPrompt:
 
 
 def generation_prompt(question: str, strips: list[Strip], settings: Context, avoid: list[str] | None = None,
-                      history: list[Turn] | None = None) -> GenerationPrompt:  # fmt: skip
+                      history: list[Turn] | None = None, guided: bool = True) -> GenerationPrompt:  # fmt: skip
+    """The prompt; `guided=False` leaves out the task and focus lines (the generator asks so once more when a
+    reply only repeated them, llm/generator.py)."""
     task = task_of(question) if settings.task == "auto" else settings.task
     mode = mode_of(question, task) if settings.answer_mode == "auto" else settings.answer_mode
     kept = compress(strips, settings.context_tokens, mode)
@@ -103,7 +105,8 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
     in_budget = {strip["doc_id"] for strip in kept}
     labels = {doc_id: label for doc_id, label in doc_labels(strips).items() if doc_id in in_budget}
     system = system_text(settings, "generate")
-    messages: list[BaseMessage] = [SystemMessage("\n\n".join([system, TASKS[task], FOCUS[mode]]))]
+    lines = [system, TASKS[task], FOCUS[mode]] if guided else [system]
+    messages: list[BaseMessage] = [SystemMessage("\n\n".join(lines))]
     key = fence_key()
     if settings.few_shot:
         for evidence, asked, answer in FEW_SHOT:
