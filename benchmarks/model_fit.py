@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ids = {str(r["id"]) for r in rows}
     result = {**provenance(argv), "model": model, "calibration": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT)
               else str(out), "cost": args.cost, "floor": round(floor, 4), "features": fitted["model"]["features"],
+              "fitted_model": fitted["model"],
               "cross_validation": fitted["cross_validation"],
               "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
               "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
