@@ -14,7 +14,8 @@ Writes `src/selfcrag/data/calibration/model_<model>.json` (the generator model n
 `quality/calibration.shipped` reads it for that model) and `benchmarks/results/model_fit_<model>.json`, and prints:
 the fit's grouped-CV AUROC among all candidates; each question decided again from its candidates' cross-validated
 probabilities at the cost's floor p >= c / (1 + c) beside the runs' own decision and plain RAG; AUROC among the
-answers shown and among each question's best draft; and the ceiling: the best floor chosen with the answers known.
+answers shown and among each question's best draft; the ceiling: the best floor chosen with the answers known; and
+each feature's own AUROC among the drafts.
 Use tuning records only (the SQuAD dev sample, the other questions of its 8 articles, HaluEval).
 """
 
@@ -71,6 +72,20 @@ def ceiling(rows: list[dict[str, Any]], p: list[float], cost: float) -> dict[str
     return {"floor": floor, "phi_at_cost": phi}
 
 
+def alone(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each candidate feature's own AUROC among the drafts (measured values only): which signal separates right
+    drafts from wrong ones before any fit, the best first."""
+    found = {}
+    for name in FEATURES:
+        if name in LEFT_OUT:
+            continue
+        measured = [r for r in rows if r["drafted"] and name not in (r.get("unmeasured") or ())]
+        values = [float(r["features"].get(name, 0.0)) for r in measured]
+        if len(set(values)) > 1 and (value := auroc(values, [bool(r["label"]) for r in measured])) is not None:
+            found[name] = round(value if FEATURES[name][0] > 0 else 1 - value, 3)
+    return dict(sorted(found.items(), key=lambda item: -item[1]))
+
+
 def shown(value: Any) -> str:
     return "—" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
@@ -115,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
               "cross_validation": fitted["cross_validation"],
               "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
               "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
-              "plain": plain_of(records, ids)}  # fmt: skip
+              "plain": plain_of(records, ids), "auroc_alone": alone(rows)}  # fmt: skip
     target = args.results or RESULTS / f"model_fit_{model}.json"
     target.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     checked = fitted["cross_validation"]
@@ -130,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<22}{row['right']:>6}{row['wrong']:>6}{row['phi_1']:>8.3f}{row['phi_3']:>8.3f}"
               f"{shown(row.get('auroc_shown')):>13}{shown(row.get('auroc_drafts')):>14}"
               f"{shown(row.get('right_drafts')):>14}{shown((row.get('ceiling') or {}).get('phi_at_cost')):>13}")
+    print("each feature alone, AUROC among drafts (its declared direction): " + ", ".join(
+        f"{name} {value:.3f}" for name, value in list(result["auroc_alone"].items())[:8]))
     print(f"wrote {out} and {target}")
     return 0
 
