@@ -106,12 +106,17 @@ def main(argv: list[str] | None = None) -> int:
                      ".json)")
     cli.add_argument("--cost", type=float, default=PRESETS["general"].cost, help="the cost decided at (general's)")
     args = cli.parse_args(argv)
+    if unnamed := [str(p) for p in args.records if not (p / "run.json").is_file()]:
+        cli.error(f"not a `selfcrag eval` folder of one generator model (no run.json): {', '.join(unnamed)}")
     models = {json.loads((p / "run.json").read_text(encoding="utf-8")).get("generator_model", "")
-              for p in args.records if (p / "run.json").is_file()}  # fmt: skip
+              for p in args.records}  # fmt: skip
     if len(models) != 1 or not next(iter(models)):
-        cli.error(f"the records must be of one generator model (their run.json say {sorted(models) or 'none'})")
+        cli.error(f"the records must be of one generator model (their run.json say {sorted(models)})")
     model = model_file(next(iter(models)))
-    records = read_records(args.records)
+    try:
+        records = read_records(args.records)
+    except CalibrationDataError as exc:
+        cli.error(str(exc))
     rows = rows_of(records, ungrounded=True)
     try:
         fitted = fit(rows, [name for name in FEATURES if name not in LEFT_OUT])

@@ -168,3 +168,21 @@ def test_floor_ceiling_finds_the_best_floor_that_keeps_the_guards(tmp_path):
     assert gone["right_drafts_vs_plain"] == 0.33 and gone["best_guarded_floor"] is None and not gone["bar_reachable"]
     assert toy["lost"] == {} and gone["lost"] == {"not grounded: model": 1, "not grounded: rules": 1}
     assert json.loads(out.read_text())["commit"]
+
+
+def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path):
+    records = BENCHMARKS / "results" / "model0.5b_candidates" / "eval_squad_openai-qwen2.5-coder-0.5b"
+    out, results = tmp_path / "model.json", tmp_path / "fit.json"
+    done = script(str(BENCHMARKS / "model_fit.py"), str(records), "--out", str(out), "--results", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["commit"] and written["command"].startswith("benchmarks/model_fit.py")
+    assert written["model"] == "qwen2.5-coder-0.5b" and written["fitted"]["questions"] == 60
+    assert written["fitted"]["right_drafts"] >= written["plain"]["right"]  # every draft a candidate: none lost
+    calibration = json.loads(out.read_text(encoding="utf-8"))
+    assert calibration["ungrounded_drafts"] == "scored" and calibration["model"]["features"] == written["features"]
+    from selfcrag.quality.calibration import load
+
+    assert load(out).features == tuple(written["features"])  # a file the graph can use
+    mixed = script(str(BENCHMARKS / "model_fit.py"), str(records), str(tmp_path))  # no run.json there
+    assert mixed.returncode == 2 and "one generator model" in mixed.stderr and "Traceback" not in mixed.stderr
