@@ -11,7 +11,7 @@ import pytest
 from selfcrag.context import Context
 from selfcrag.errors import CalibrationError, SettingsError
 from selfcrag.evaluation import calibrate as fitting
-from selfcrag.quality.calibration import FEATURES, features, load, shipped, sigmoid
+from selfcrag.quality.calibration import FEATURES, features, load, model_file, shipped, sigmoid
 
 RUN = {
     "question": "How many days do I have to return an item?",
@@ -106,6 +106,10 @@ def test_one_kind_of_label_is_nothing_to_fit():
 def test_the_shipped_file_is_a_fit_with_provenance():
     data = json.loads(shipped("offline").read_text(encoding="utf-8"))
     assert shipped("model") == shipped("offline")  # the model backend uses the offline fit until one is made
+    # ... and a generator model's own fit is data/calibration/model_<its name, provider dropped>.json, when shipped
+    assert model_file("openai:Qwen2.5-Coder-0.5B") == "qwen2.5-coder-0.5b" and model_file("ollama:llama3.1:8b") == (
+        "llama3.1-8b")  # fmt: skip
+    assert shipped("model", model="openai:no-such-model") == shipped("offline")
     assert data["provenance"]["questions"] >= 400 and len(data["provenance"]["data"][0]["sha256"]) == 64
     assert data["cross_validation"]["after"]["ece"] < 0.1
     calibrator = load(shipped())
