@@ -73,6 +73,20 @@ def test_what_changes_the_reply_changes_the_key(tmp_path: Path, change: dict[str
     assert server.requests == [] and calls is not None and calls.misses == 1
 
 
+def test_a_copy_that_changes_a_setting_is_another_call_even_after_its_source_was_used(tmp_path: Path):
+    # LangChain caches a model's serialised form, and model_copy copied that cache: a copy made after its source
+    # had been called keyed as the source, so a logit_bias retry replayed the first reply (llm/models.copied).
+    from selfcrag.llm.declines import banning, with_probabilities
+
+    with OpenAIServer(yes) as server, installed(CallFile(tmp_path / "calls.jsonl")):
+        source = model(server, logprobs=None, top_logprobs=None)
+        source.invoke(MESSAGES)
+        with_probabilities(source).invoke(MESSAGES)
+        banning(with_probabilities(source), {9: -100}).invoke(MESSAGES)
+    keys = [json.loads(line)["key"] for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 3
+
+
 def test_a_miss_can_be_made_live_and_is_recorded(tmp_path: Path):
     recorded = tmp_path / "calls.jsonl"
     recorded.write_text("")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from selfcrag.llm.models import copied
+
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
@@ -29,7 +31,7 @@ def with_probabilities(model: BaseChatModel) -> BaseChatModel:
     fields = getattr(type(model), "model_fields", {})
     if "logprobs" not in fields or "top_logprobs" not in fields:
         return model
-    return model.model_copy(update={"logprobs": True, "top_logprobs": TOP_TOKENS})
+    return copied(model, logprobs=True, top_logprobs=TOP_TOKENS)
 
 
 def first_token_options(message: Any) -> list[tuple[str, float, int | None]]:
@@ -70,4 +72,4 @@ def banning(model: BaseChatModel, bias: dict[int, int]) -> BaseChatModel:
     """A copy of `model` that cannot start with the banned tokens."""
     if "logit_bias" not in getattr(type(model), "model_fields", {}):
         return model
-    return model.model_copy(update={"logit_bias": bias})
+    return copied(model, logit_bias=bias)

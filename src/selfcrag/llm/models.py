@@ -106,6 +106,15 @@ class ChatModels:
 _MAX_TOKEN_FIELDS = ("max_tokens", "max_output_tokens", "num_predict", "max_new_tokens")
 
 
+def copied(model: BaseChatModel, **update: Any) -> BaseChatModel:
+    """A copy of `model` with `update` set. LangChain caches a model's serialised form (`_serialized`, a
+    cached_property) and `model_copy` copies that cache along: the copy would describe itself, in the model cache's
+    key (llm/replay.py), without the fields just set (logprobs, logit_bias, max_tokens). The copy forgets it."""
+    made = model.model_copy(update=update)
+    made.__dict__.pop("_serialized", None)
+    return made
+
+
 def with_max_tokens(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
     """A copy of `model` whose replies stop at `max_tokens`, when it has a known field for that; a cap the caller
     set lower stays. A copy, not `bind(max_tokens=...)`: binding is lost by `with_structured_output`, and a
@@ -117,5 +126,5 @@ def with_max_tokens(model: BaseChatModel, max_tokens: int) -> BaseChatModel:
             current = getattr(model, name, None)
             if isinstance(current, int) and 0 < current <= max_tokens:
                 return model
-            return model.model_copy(update={name: max_tokens})
+            return copied(model, **{name: max_tokens})
     return model
