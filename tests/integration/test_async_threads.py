@@ -132,6 +132,26 @@ async def test_a_turn_told_not_to_wait_is_refused_while_another_holds_the_thread
     assert (await aask(RETURNS, thread_id="held"))["turn"] == 1
 
 
+async def test_an_async_turn_whose_lease_was_taken_writes_no_checkpoint(store_url):
+    # Fenced as the sync savers are (issue 44): a holder stalled past its lease, whose thread another process
+    # then took, saves nothing more to the thread under ainvoke, and stops with one line.
+    from selfcrag.errors import LeaseLostError
+    from selfcrag.store.db import database
+
+    graph = persistent()
+    async with leases.aheld("fenced-async"):
+        await graph.ainvoke(turn_input(RETURNS), config("fenced-async"))  # its lease is current: saved
+        saved = [c.config async for c in graph.aget_state_history(config("fenced-async"))]
+        database().execute("UPDATE selfcrag_turns SET expires_at = 0 WHERE thread_id = 'fenced-async'")
+        assert leases._take("fenced-async", "other", "review", 30)  # another process takes the thread
+        with pytest.raises(LeaseLostError, match="stopped before its next write") as lost:
+            await graph.ainvoke(turn_input(REFUNDS), config("fenced-async"))
+        assert "\n" not in str(lost.value)
+    assert [c.config async for c in graph.aget_state_history(config("fenced-async"))] == saved
+    assert history("fenced-async") == [("human", RETURNS), ("ai", history("fenced-async")[1][1])]
+    assert leases.current("fenced-async")["holder"] == "other"
+
+
 def stopped_aask(tmp_path, node: str, question: str, thread: str) -> subprocess.Popen[str]:  # noqa: ANN001
     """A process running `aask(question, thread_id=thread)` stopped inside `node`, once it waits there."""
     marker = tmp_path / f"in-{node}-{thread}"

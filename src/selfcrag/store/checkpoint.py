@@ -3,9 +3,9 @@ SQLite file, or `PostgresSaver` sharing the store's connection pool, and for `ai
 `AsyncSqliteSaver` (aiosqlite) and `AsyncPostgresSaver` (an async pool), on the same tables. Threads and paused
 reviews live there, so they survive the process, and a thread begun by `ask()` continues under `aask()`.
 
-The sync savers are fenced (store/leases.py): a checkpoint or a task's writes on a thread whose lease this code
-holds are saved in one transaction with the check that the lease is still current, so a holder that stalled past
-its lease writes nothing to the thread and its run stops with LeaseLostError. The async savers are not fenced yet.
+Every saver is fenced (store/leases.py): a checkpoint or a task's writes on a thread whose lease this code holds are
+saved in one transaction with the check that the lease is still current, so a holder that stalled past its lease
+writes nothing to the thread and its run stops with LeaseLostError — under `invoke` and `ainvoke` alike.
 
 An async saver belongs to one event loop (its connection, locks and pool do), so each loop that runs a graph gets
 its own, opened on first use and closed when the loop shuts down (`asyncio.run`, uvicorn and pytest all do)."""
@@ -17,7 +17,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -33,6 +33,7 @@ from selfcrag.store.db import (
     POOL_WAIT_SECONDS,
     Database,
     Lease,
+    afence,
     database,
     ended_idle,
     fence,
@@ -257,21 +258,86 @@ async def _async_sqlite_saver(db: Database) -> tuple[BaseCheckpointSaver[str], C
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+    class FencedAsyncSqliteSaver(AsyncSqliteSaver):
+        async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+            with _writing(config):
+                return await super().aput(config, *args, **kwargs)
+
+        async def aput_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
+            with _writing(config):
+                await super().aput_writes(config, *args, **kwargs)
+
     conn = aiosqlite.connect(sqlite_path(db.url), timeout=BUSY_SECONDS)
     # A daemon worker: a loop closed without shutting down (no asyncio.run) must not keep the process alive.
     conn._thread.daemon = True
     await conn
     await conn.execute("PRAGMA synchronous=NORMAL")
-    return AsyncSqliteSaver(conn), conn.close
+    saver = FencedAsyncSqliteSaver(conn)
+    await saver.setup()  # now, not at the first write: setup's script would commit the fence's open transaction
+    saver.lock = _FencingLock(saver.lock, conn)  # type: ignore[assignment]
+    return saver, conn.close
+
+
+class _FencingLock:
+    """AsyncSqliteSaver's lock, which each of its writes takes just before it runs on the saver's connection and
+    commits. Taken for a write under a lease, it also opens that write's transaction with the lease's check, so
+    the write joins the check and a lost lease commits nothing (the sync saver fences in its `cursor`)."""
+
+    def __init__(self, lock: asyncio.Lock, conn: Any) -> None:
+        self.lock, self.conn = lock, conn
+
+    async def __aenter__(self) -> None:
+        await self.lock.acquire()
+        if (lease := WRITING.get()) is None:
+            return
+        try:
+            async with self.conn.cursor() as cur:
+                await afence(cur, False, lease)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.conn.rollback()
+            self.lock.release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
 
 
 async def _async_postgres_saver(db: Database) -> tuple[BaseCheckpointSaver[str], Closer]:
     try:
+        from langgraph.checkpoint.postgres import _ainternal
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
     except ImportError:
         raise StoreError(NEEDS_EXTRA) from None
+
+    class FencedAsyncPostgresSaver(AsyncPostgresSaver):
+        async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+            with _writing(config):
+                return await super().aput(config, *args, **kwargs)
+
+        async def aput_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
+            with _writing(config):
+                await super().aput_writes(config, *args, **kwargs)
+
+        @asynccontextmanager
+        async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+            if (lease := WRITING.get()) is None:
+                async with super()._cursor(pipeline=pipeline) as cur:
+                    yield cur
+                return
+            # As the sync saver's: the write's statements and the check in one transaction.
+            try:
+                async with (self.lock, _ainternal.get_connection(self.conn) as conn, conn.transaction(),
+                            conn.cursor(binary=True, row_factory=dict_row) as cur):  # fmt: skip
+                    await afence(cur, True, lease)
+                    yield cur
+            except Exception as exc:
+                if await asyncio.to_thread(ended_idle, exc, lease, db):
+                    raise lease.lost() from None
+                raise
+
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         db.url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})  # fmt: skip
@@ -280,4 +346,4 @@ async def _async_postgres_saver(db: Database) -> tuple[BaseCheckpointSaver[str],
     except Exception:
         await pool.close()
         raise
-    return AsyncPostgresSaver(pool), pool.close  # the tables: migrated by the sync saver, made first
+    return FencedAsyncPostgresSaver(pool), pool.close  # the tables: migrated by the sync saver, made first

@@ -109,18 +109,40 @@ def fence(cursor: Any, postgres: bool, lease: Lease) -> None:
     """Inside the write's own transaction, before it: raise LeaseLostError unless `lease` is still current. It holds
     the lease's row until the transaction ends (PostgreSQL: FOR UPDATE; SQLite: a write takes the database's write
     lock), so a process taking the lease waits for this write and then sees it, never the other way round."""
-    where, params = lease.current()
     if postgres:
-        # A process stopped inside this transaction (SIGSTOP) would hold the row, and every taker, until resumed:
-        # the server ends a transaction left idle past the lease, and what it had not committed is not written.
-        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
-                       (str(max(1000, int(lease.seconds * 1000))),))  # fmt: skip
-        found = cursor.execute(f"SELECT 1 FROM selfcrag_turns WHERE {where.replace('?', '%s')} FOR UPDATE",
-                               params).fetchone()  # fmt: skip
+        cursor.execute(*_idle_limit(lease))
+        found = cursor.execute(*_fence_statement(postgres, lease)).fetchone()
     else:
-        found = cursor.execute(f"UPDATE selfcrag_turns SET epoch = epoch WHERE {where}", params).rowcount
+        found = cursor.execute(*_fence_statement(postgres, lease)).rowcount
     if not found:
         raise lease.lost()
+
+
+async def afence(cursor: Any, postgres: bool, lease: Lease) -> None:
+    """`fence` on an async cursor (psycopg's AsyncCursor, aiosqlite's Cursor): the same check, the same hold."""
+    if postgres:
+        await cursor.execute(*_idle_limit(lease))
+        await cursor.execute(*_fence_statement(postgres, lease))
+        found = await cursor.fetchone()
+    else:
+        await cursor.execute(*_fence_statement(postgres, lease))
+        found = cursor.rowcount > 0
+    if not found:
+        raise lease.lost()
+
+
+def _idle_limit(lease: Lease) -> tuple[str, tuple[object, ...]]:
+    # A process stopped inside this transaction (SIGSTOP) would hold the row, and every taker, until resumed:
+    # the server ends a transaction left idle past the lease, and what it had not committed is not written.
+    return "SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (
+        str(max(1000, int(lease.seconds * 1000))),)
+
+
+def _fence_statement(postgres: bool, lease: Lease) -> tuple[str, tuple[object, ...]]:
+    where, params = lease.current()
+    if postgres:
+        return f"SELECT 1 FROM selfcrag_turns WHERE {where.replace('?', '%s')} FOR UPDATE", params
+    return f"UPDATE selfcrag_turns SET epoch = epoch WHERE {where}", params
 
 
 class Database:
