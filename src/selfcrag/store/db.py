@@ -4,6 +4,7 @@ accept (upserts with ON CONFLICT, DOUBLE PRECISION)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -90,6 +91,12 @@ class Lease(NamedTuple):
     def lost(self) -> LeaseLostError:
         return LeaseLostError(LOST.format(self.thread_id, self.holder))
 
+    def label(self) -> str:
+        """What a fenced transaction under this lease calls itself on PostgreSQL (its session's application_name,
+        within 63 bytes), so that a process taking the expired lease can find one a stalled holder left open."""
+        named = f"{self.thread_id}\0{self.holder}\0{self.epoch}".encode()
+        return "selfcrag-fenced " + hashlib.sha256(named).hexdigest()[:24]
+
 
 def ended_idle(exc: BaseException, lease: Lease, db: Database) -> bool:
     """Whether PostgreSQL ended a fenced transaction left idle past its lease (see `fence`). The server says so
@@ -133,9 +140,11 @@ async def afence(cursor: Any, postgres: bool, lease: Lease) -> None:
 
 def _idle_limit(lease: Lease) -> tuple[str, tuple[object, ...]]:
     # A process stopped inside this transaction (SIGSTOP) would hold the row, and every taker, until resumed:
-    # the server ends a transaction left idle past the lease, and what it had not committed is not written.
-    return "SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (
-        str(max(1000, int(lease.seconds * 1000))),)
+    # the server ends a transaction left idle past the lease, and what it had not committed is not written. Not
+    # every stop leaves it idle (stopped in the middle of a pipeline, or of a message, the server waits for the
+    # rest without a limit), so it also names itself: a taker of the expired lease ends it (leases.py).
+    return ("SELECT set_config('idle_in_transaction_session_timeout', %s, true), "
+            "set_config('application_name', %s, true)", (str(max(1000, int(lease.seconds * 1000))), lease.label()))
 
 
 def _fence_statement(postgres: bool, lease: Lease) -> tuple[str, tuple[object, ...]]:

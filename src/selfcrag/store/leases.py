@@ -145,7 +145,35 @@ async def aheld(thread_id: str, purpose: str = "turn") -> AsyncIterator[str]:
 
 
 def _try_take(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
-    return current(thread_id) is None and _take(thread_id, holder, purpose, lease)
+    if current(thread_id) is not None:
+        return False
+    _end_stalled_writes(thread_id)
+    return _take(thread_id, holder, purpose, lease)
+
+
+# A fenced transaction of the lease's last holder, open longer than a lease, on another connection.
+STALLED = """SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE application_name = ?
+    AND pid <> pg_backend_pid() AND xact_start < now() - make_interval(secs => ?)"""
+
+
+def _end_stalled_writes(thread_id: str) -> None:
+    """PostgreSQL: before taking an expired lease, end any fenced transaction its last holder left open for longer
+    than the lease (db.fence labels them). Its holder stopped inside it, where the server's idle limit does not
+    reach (mid-pipeline): it holds the lease's row, so the take would wait for it until that process is resumed.
+    Ended, it writes nothing, and its holder, resumed, is told it lost the lease. SQLite needs none of this: a
+    write there holds the database's lock only while it runs, and a stopped one makes others fail in one line."""
+    db = database()
+    if not db.postgres:
+        return
+    try:
+        rows = db.query("SELECT holder, epoch FROM selfcrag_turns WHERE thread_id = ?", (thread_id,))
+        if rows:
+            last = Lease(thread_id, str(rows[0]["holder"]), int(rows[0]["epoch"]))
+            if db.query(STALLED, (last.label(), lease_seconds())):
+                LOG.info("thread %s: ended a write its last holder (%s) left open past its lease", thread_id,
+                         last.holder)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - not allowed (another role) or a blip: the take waits, as before
+        LOG.info("thread %s: could not end a stalled holder's write: %s", thread_id, exc)
 
 
 async def _atake(thread_id: str, holder: str, purpose: str, lease: float) -> bool:
