@@ -26,6 +26,8 @@ from selfcrag import build_graph, model_components
 sys.path.insert(0, str(ROOT))
 from examples.async_app import create_app  # noqa: E402 - the example, imported as uvicorn imports it
 
+pytestmark = pytest.mark.system  # an async app served by uvicorn, on both stores
+
 GIFT = "Can I use a gift card to pay for shipping?"
 RETURNS = "How many days do I have to return an item?"
 REFUNDS = "How long does a refund take to reach my account?"

@@ -90,6 +90,7 @@ async def test_twenty_concurrent_runs_lose_no_record_and_no_review(store_url):
     assert reviewed == {h["thread_id"] for h in held}
 
 
+@pytest.mark.system  # kills (kill -9) a running decider
 def test_a_review_whose_async_decider_is_killed_is_pending_again_and_decidable(store_url, tmp_path):
     assert ask(WHO, context=REVIEW, thread_id="killed")["decision"] == "human_review"
     marker = tmp_path / "in-human_review"

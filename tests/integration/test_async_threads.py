@@ -164,6 +164,7 @@ def stopped_aask(tmp_path, node: str, question: str, thread: str) -> subprocess.
     return proc
 
 
+@pytest.mark.system  # kills (kill -9) a running turn
 def test_a_turn_killed_mid_run_under_aask_is_answered_as_itself_by_the_next(store_url, tmp_path):
     proc = stopped_aask(tmp_path, "first_draft", GIFT, "crash-1")
     # The checkpoint before the node is written in the background: killed once it is, the turn stops inside it.
@@ -182,6 +183,7 @@ def test_a_turn_killed_mid_run_under_aask_is_answered_as_itself_by_the_next(stor
     assert sorted(r["question"] for r in runs.recent(0)) == sorted([GIFT, RETURNS])
 
 
+@pytest.mark.system  # kills (kill -9) a running turn
 def test_a_turn_killed_again_while_resumed_under_aask_is_closed_with_a_note(store_url, tmp_path):
     for question in (GIFT, RETURNS):  # the second process resumes the first's turn and is killed inside it too
         proc = stopped_aask(tmp_path, "grade_answer", question, "crash-2")

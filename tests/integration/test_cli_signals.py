@@ -18,6 +18,8 @@ from support.openai_server import OpenAIServer, Reply
 
 from selfcrag.store import leases
 
+pytestmark = pytest.mark.system  # signals to running CLI processes, and a model call that hangs
+
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 QUESTION = "How many days do I have to return an item?"
 WITHIN = 2.0  # seconds from the signal to the process's end

@@ -20,6 +20,8 @@ from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.quality.calibration import shipped
 
+pytestmark = pytest.mark.system  # `selfcrag eval` processes and headless Chromium
+
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 SAMPLE_KB = Path(__file__).resolve().parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
 SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "sample_questions.jsonl"

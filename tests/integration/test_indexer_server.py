@@ -12,6 +12,8 @@ from support.langgraph_server import langgraph_dev
 
 from selfcrag import ingest
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 TIDES = ("The harbour of Quellport has two high tides a day. The highest tide of the year reaches 7.5 metres in "
          "March.")
 START = {"returns.md": "# Returns\n\nMost items can be returned within 30 days of delivery.",

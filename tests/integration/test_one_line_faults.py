@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from support.openai_server import OpenAIServer, Reply, Request
 from support.postgres import postgres_server, start, stop
 from support.replies import Plausible
@@ -41,6 +42,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], says: str) -> 
     assert all(line.startswith(("selfcrag: ", "run not recorded: ")) for line in lines), proc.stderr
 
 
+@pytest.mark.system  # stops and starts a PostgreSQL server mid-run
 def test_postgres_stopping_mid_run_is_one_line_and_the_thread_goes_on(tmp_path: Path) -> None:
     reached, go_on = threading.Event(), threading.Event()
     plausible = Plausible().responder()

@@ -25,6 +25,8 @@ from selfcrag.knowledge.documents import chunk_documents, read_documents
 from selfcrag.knowledge.retrieval import index_text
 from selfcrag.text.text import keyword_tokens
 
+pytestmark = pytest.mark.system  # PostgreSQL + pgvector
+
 WORDS = ("harbour tide ferry bridge lighthouse ticket river amsel quellport ostholm sunday march metre euro "
          "minute visitor island storm pier crane cargo anchor sail dock").split()
 

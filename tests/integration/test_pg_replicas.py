@@ -8,11 +8,14 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 from langgraph_sdk import get_sync_client
 from support.knowledge_base import new_database
 from support.langgraph_server import langgraph_dev
 
 from selfcrag import ingest
+
+pytestmark = pytest.mark.system  # PostgreSQL + pgvector and langgraph dev servers
 
 START = {"returns.md": "# Returns\n\nMost items can be returned within 30 days of delivery.",
          "shipping.md": "# Shipping\n\nExpress shipping costs 12 dollars and arrives the next working day."}

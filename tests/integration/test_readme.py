@@ -45,6 +45,8 @@ from support.langgraph_server import langgraph_dev
 from support.openai_server import OpenAIServer
 from support.replies import Plausible
 
+pytestmark = pytest.mark.system  # every command of the docs as a user runs it: CLI processes, langgraph dev, PostgreSQL
+
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "DESIGN.md")]
 BIN = Path(sys.executable).parent

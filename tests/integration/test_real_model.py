@@ -21,6 +21,8 @@ from support.local_llm import MODEL, local_llm
 from selfcrag import build_graph
 from selfcrag.quality.calibration import load, sigmoid
 
+pytestmark = pytest.mark.system  # the real 0.5B model, served by xllamacpp
+
 QUESTIONS = {json.loads(line)["question"]: json.loads(line) for line in (Path(__file__).parents[1] / "data" /
              "sample_questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()}  # fmt: skip
 # The fact each answer must state (from the question file's gold answer).

@@ -15,6 +15,8 @@ from selfcrag import Context
 from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS
 from selfcrag.graph import NODES, graph
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 QUESTIONS = [json.loads(line) for line in (ROOT / "tests" / "data" / "sample_questions.jsonl")
              .read_text(encoding="utf-8").splitlines() if line.strip()]  # fmt: skip
 RETURNS = "How many days do I have to return an item?"

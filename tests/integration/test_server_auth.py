@@ -22,6 +22,8 @@ from support.langgraph_server import langgraph_dev
 
 from selfcrag.identities import add
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 QUESTION = "How long do I have to send back a pair of headphones?"
 HOLD = {"min_confidence": 1.0, "caveat_band": 0.0}  # no answer reaches it: every draft is held for review
 

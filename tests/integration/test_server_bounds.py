@@ -16,6 +16,8 @@ from support.replies import never_satisfied
 
 from selfcrag.store import runs
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 
 @pytest.fixture(scope="module")
 def server():  # noqa: ANN201

@@ -6,8 +6,11 @@ check answers. (With identities: tests/integration/test_server_auth.py.)"""
 from __future__ import annotations
 
 import httpx
+import pytest
 from langgraph_sdk import get_sync_client
 from support.langgraph_server import langgraph_dev
+
+pytestmark = pytest.mark.system  # a langgraph dev server
 
 RETURNS = "How many days do I have to return an item?"
 

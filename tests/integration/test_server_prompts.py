@@ -16,6 +16,8 @@ from support.replies import Plausible
 from selfcrag.prompts.evidence import DATA_NOTICE
 from selfcrag.prompts.system import PROMPTS
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 RETURNS = "How many days do I have to return an item?"
 MINE = "You are Parcelly's support assistant; answer in the customer's own words. {data_notice}"
 ASKED = "You are Parcelly's support assistant"

@@ -12,6 +12,8 @@ from langgraph_sdk import get_client
 from langgraph_sdk.schema import Command
 from test_server import REVIEW_EVERY_ANSWER, assistant_id, client, server_url  # noqa: F401
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 QUESTION = "How long do I have to send back a pair of headphones?"
 BAD_REPLIES = [
     {"action": "edit", "answer": 5},

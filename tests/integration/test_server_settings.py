@@ -11,6 +11,8 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
 from support.langgraph_server import langgraph_dev
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 RETURNS = "How many days do I have to return an item?"
 
 

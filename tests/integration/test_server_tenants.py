@@ -14,6 +14,8 @@ from support.langgraph_server import langgraph_dev
 from selfcrag import ingest
 from selfcrag.identities import add
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 QUESTION = "How many days is the refund window for returns?"
 GLOBEX = [Document(page_content=f"Refund window for returns: a refund is given within {10 + n} days of the "
                    f"return, for order class {n}.", id=f"globex-{n}", metadata={"tenant": "globex"})

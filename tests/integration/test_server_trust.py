@@ -13,6 +13,8 @@ from support.langgraph_server import langgraph_dev
 from support.openai_server import OpenAIServer
 from support.replies import Plausible
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 OPERATOR_KEY = "sk-operator-secret-0123456789"
 RETURNS = "How many days do I have to return an item?"
 

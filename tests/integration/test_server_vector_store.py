@@ -16,6 +16,8 @@ from support.langgraph_server import langgraph_dev
 from selfcrag import LocalEmbeddings
 from selfcrag.knowledge.documents import Chunk, chunk_documents, load_documents
 
+pytestmark = pytest.mark.system  # a langgraph dev server
+
 RETURNS = "How many days do I have to return an item?"
 
 

@@ -93,6 +93,7 @@ def history(thread: str) -> list[tuple[str, str]]:
     return [(m.type, m.content) for m in persistent().get_state(config(thread)).values.get("messages", [])]
 
 
+@pytest.mark.system  # kills (kill -9) or stops a running turn
 def test_a_turn_killed_mid_run_is_answered_as_itself_and_the_next_question_gets_its_own(store_url, stopped):
     proc = stopped("first_draft", "ask", GIFT, "--thread", "crash-1")
     graph = persistent()
@@ -117,6 +118,7 @@ def test_a_turn_killed_mid_run_is_answered_as_itself_and_the_next_question_gets_
     assert sorted(r["question"] for r in runs.recent(0)) == sorted([GIFT, RETURNS])  # both runs recorded
 
 
+@pytest.mark.system  # kills (kill -9) or stops a running turn
 def test_a_turn_killed_again_while_resumed_is_closed_with_a_note(store_url, stopped):
     kill(stopped("grade_answer", "ask", GIFT, "--thread", "crash-2"))  # the checks run concurrently: one waits
     # The next process resumes the killed turn first, and is killed inside it too: its own question never ran.
@@ -146,6 +148,7 @@ def cut_after_saved_writes(source: str, thread: str, node: str) -> None:
         saver.put_writes(copied, [(ch, v) for t, ch, v in saved.pending_writes if t == task_id], task_id)
 
 
+@pytest.mark.system  # kills (kill -9) or stops a running turn
 def test_a_turn_killed_between_a_nodes_saved_writes_and_the_next_checkpoint_is_resumed_as_itself(store_url):
     # Seen on PostgreSQL in CI: the thread then reports nothing left to run (`next` leaves out tasks whose writes
     # were saved), and a next question taken as a new turn ran on top of the unfinished one.
@@ -172,6 +175,7 @@ def test_a_turn_that_fails_is_closed_at_once_and_the_next_question_gets_its_own_
     assert [kind for kind, _ in history("fails")] == ["human", "ai", "human", "ai"]
 
 
+@pytest.mark.system  # kills (kill -9) or stops a running turn
 def test_a_review_whose_decider_is_killed_or_stopped_is_pending_again_and_decidable(store_url, stopped,
                                                                                     monkeypatch):  # fmt: skip
     for thread in ("killed", "stopped"):
@@ -220,6 +224,7 @@ def test_concurrent_turns_on_one_thread_keep_every_question_once_with_its_own_an
         assert kept[question]["turn"] == n // 2 + 1
 
 
+@pytest.mark.system  # kills (kill -9) or stops a running turn
 @pytest.mark.parametrize("writes_saved", [False, True])
 def test_a_turn_killed_at_its_first_checkpoint_is_named_as_the_turn_it_was(store_url, writes_saved):
     # Seen under load (issue 44): a kill at turn 2's first checkpoint, before its input reached the thread's
