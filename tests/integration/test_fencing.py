@@ -105,9 +105,11 @@ def test_a_holder_stopped_where_the_idle_limit_cannot_reach_does_not_hold_the_ne
         with leases.held("stuck"):
             taken.set()
 
+    holder = threading.Thread(target=next_holder, daemon=True)
     try:
-        threading.Thread(target=next_holder, daemon=True).start()
+        holder.start()
         assert taken.wait(30), "the next holder waited for the stalled holder's transaction"
+        holder.join(30)  # and freed the lease
         with pytest.raises(psycopg.OperationalError):  # ended by the taker: nothing it held is written
             stuck.execute("SELECT 1")
     finally:

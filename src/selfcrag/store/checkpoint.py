@@ -55,6 +55,27 @@ def _writing(config: Any) -> Iterator[None]:
         WRITING.reset(token)
 
 
+class _UnderLease:
+    """A saver's writes (checkpoints and a task's writes, sync and async) made with their thread's lease in WRITING,
+    for the saver's own fence to read."""
+
+    def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+        with _writing(config):
+            return super().put(config, *args, **kwargs)  # type: ignore[misc]
+
+    def put_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        with _writing(config):
+            super().put_writes(config, *args, **kwargs)  # type: ignore[misc]
+
+    async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+        with _writing(config):
+            return await super().aput(config, *args, **kwargs)  # type: ignore[misc]
+
+    async def aput_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        with _writing(config):
+            await super().aput_writes(config, *args, **kwargs)  # type: ignore[misc]
+
+
 def checkpointer(url: str | None = None) -> BaseCheckpointSaver[str]:
     """The checkpointer for `url` (default: the configured database), one per process and database."""
     db = database(url)
@@ -143,15 +164,7 @@ class StoreSaver(BaseCheckpointSaver[str]):
 def _sqlite_saver(db: Database) -> BaseCheckpointSaver[str]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    class FencedSqliteSaver(SqliteSaver):
-        def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
-            with _writing(config):
-                return super().put(config, *args, **kwargs)
-
-        def put_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
-            with _writing(config):
-                super().put_writes(config, *args, **kwargs)
-
+    class FencedSqliteSaver(_UnderLease, SqliteSaver):
         @contextmanager
         def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
             with super().cursor(transaction) as cur:
@@ -175,15 +188,7 @@ def _postgres_saver(db: Database) -> BaseCheckpointSaver[str]:
     except ImportError:
         raise StoreError(NEEDS_EXTRA) from None
 
-    class FencedPostgresSaver(PostgresSaver):
-        def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
-            with _writing(config):
-                return super().put(config, *args, **kwargs)
-
-        def put_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
-            with _writing(config):
-                super().put_writes(config, *args, **kwargs)
-
+    class FencedPostgresSaver(_UnderLease, PostgresSaver):
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
             if (lease := WRITING.get()) is None:
@@ -258,14 +263,8 @@ async def _async_sqlite_saver(db: Database) -> tuple[BaseCheckpointSaver[str], C
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    class FencedAsyncSqliteSaver(AsyncSqliteSaver):
-        async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
-            with _writing(config):
-                return await super().aput(config, *args, **kwargs)
-
-        async def aput_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
-            with _writing(config):
-                await super().aput_writes(config, *args, **kwargs)
+    class FencedAsyncSqliteSaver(_UnderLease, AsyncSqliteSaver):
+        pass
 
     conn = aiosqlite.connect(sqlite_path(db.url), timeout=BUSY_SECONDS)
     # A daemon worker: a loop closed without shutting down (no asyncio.run) must not keep the process alive.
@@ -312,15 +311,7 @@ async def _async_postgres_saver(db: Database) -> tuple[BaseCheckpointSaver[str],
     except ImportError:
         raise StoreError(NEEDS_EXTRA) from None
 
-    class FencedAsyncPostgresSaver(AsyncPostgresSaver):
-        async def aput(self, config: Any, *args: Any, **kwargs: Any) -> Any:
-            with _writing(config):
-                return await super().aput(config, *args, **kwargs)
-
-        async def aput_writes(self, config: Any, *args: Any, **kwargs: Any) -> None:
-            with _writing(config):
-                await super().aput_writes(config, *args, **kwargs)
-
+    class FencedAsyncPostgresSaver(_UnderLease, AsyncPostgresSaver):
         @asynccontextmanager
         async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
             if (lease := WRITING.get()) is None:
