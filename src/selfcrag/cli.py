@@ -174,7 +174,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from selfcrag.evaluation.questions import load_questions
     from selfcrag.evaluation.report import text_table
     from selfcrag.evaluation.run import Systems, evaluate, process_cpu
-    from selfcrag.llm.replay import CallFile
+    from selfcrag.llm.replay import CallFile, recorded_calls
 
     if args.limit < 0:
         raise CliError(f"--limit must be 0 (all) or more, got {args.limit}")
@@ -186,8 +186,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CliError(f"{out} already holds an evaluation (records.jsonl); --resume continues it, or choose "
                        "another --out")
     server_cpu = process_cpu(args.server_pid) if args.server_pid else None  # a wrong pid fails here, in one line
-    replay = Path(args.replay) / "calls.jsonl" if args.replay and Path(args.replay).is_dir() else None
-    replay = replay or (Path(args.replay) if args.replay else None)
+    replay = recorded_calls(Path(args.replay)) if args.replay else None
     if args.replay_misses and not replay:
         raise CliError("--replay-misses says what a replay does with a call it lacks: give --replay too")
     changed = settings_given(args.set)

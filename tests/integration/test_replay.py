@@ -19,7 +19,7 @@ from support.openai_server import OpenAIServer, Reply
 from support.replies import Plausible
 
 from selfcrag.errors import CallNotRecorded
-from selfcrag.llm.replay import CallFile, installed
+from selfcrag.llm.replay import CallFile, installed, recorded_calls
 
 CLI = [sys.executable, "-m", "selfcrag.cli"]
 SAMPLE_KB = Path(__file__).resolve().parents[2] / "src" / "selfcrag" / "data" / "sample_kb"
@@ -103,6 +103,26 @@ def test_a_damaged_calls_file_is_one_line(tmp_path: Path):
         CallFile(tmp_path / "out.jsonl", bad)
     with pytest.raises(CallNotRecorded, match="cannot read"):
         CallFile(tmp_path / "out.jsonl", tmp_path / "missing.jsonl")
+
+
+def test_a_gzipped_calls_file_replays_as_the_plain_one(tmp_path: Path):
+    # Results kept in the repository hold their calls gzipped: a run folder with calls.jsonl.gz replays as it is.
+    import gzip
+
+    with OpenAIServer(yes) as server, installed(CallFile(tmp_path / "live" / "calls.jsonl")):
+        (tmp_path / "live").mkdir()
+        model(server).invoke(MESSAGES)
+        made = len(server.requests)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "calls.jsonl.gz").write_bytes(gzip.compress((tmp_path / "live" / "calls.jsonl").read_bytes()))
+    assert recorded_calls(kept) == kept / "calls.jsonl.gz" and recorded_calls(tmp_path / "live").name == "calls.jsonl"
+    with OpenAIServer(yes) as server, installed(calls := CallFile(tmp_path / "again.jsonl", recorded_calls(kept))):
+        assert model(server).invoke(MESSAGES).content == "Yes"
+        assert calls.hits == made == 1 and not server.requests
+    (kept / "calls.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(CallNotRecorded, match="cannot read recorded calls"):
+        CallFile(tmp_path / "out.jsonl", recorded_calls(kept))
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

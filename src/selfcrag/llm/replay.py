@@ -23,6 +23,7 @@ server refused) is never recorded, so replaying a run that met faults meets them
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -101,13 +102,25 @@ def _restored(stored: dict[str, Any]) -> Generation:
     return Generation(text=str(stored.get("text", "")), generation_info=stored.get("info"))
 
 
+def recorded_calls(path: Path) -> Path:
+    """The calls file `--replay` names: the file itself, or a run folder's `calls.jsonl` (or `calls.jsonl.gz`, as
+    results kept in the repository hold it)."""
+    if not path.is_dir():
+        return path
+    plain = path / "calls.jsonl"
+    return plain if plain.exists() or not (path / "calls.jsonl.gz").exists() else path / "calls.jsonl.gz"
+
+
 def read_calls(path: Path) -> dict[str, list[list[dict[str, Any]]]]:
-    """Each key's recorded replies, in order, from a calls file (a torn last line is left out). Raises
-    CallNotRecorded (one line) when the file cannot be read or a complete line is not a call."""
+    """Each key's recorded replies, in order, from a calls file, gzipped or not (a torn last line is left out).
+    Raises CallNotRecorded (one line) when the file cannot be read or a complete line is not a call."""
     try:
         data = path.read_bytes()
-    except OSError as exc:
-        raise CallNotRecorded(f"cannot read recorded calls from {path}: {exc.strerror or exc}") from None
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+    except (OSError, EOFError) as exc:
+        raise CallNotRecorded(f"cannot read recorded calls from {path}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
     calls: dict[str, list[list[dict[str, Any]]]] = {}
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
         if not line.strip():
