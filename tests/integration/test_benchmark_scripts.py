@@ -186,3 +186,39 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     assert load(out).features == tuple(written["features"])  # a file the graph can use
     mixed = script(str(BENCHMARKS / "model_fit.py"), str(records), str(tmp_path))  # no run.json there
     assert mixed.returncode == 2 and "one generator model" in mixed.stderr and "Traceback" not in mixed.stderr
+
+
+def test_eval_replay_redecides_a_recorded_model_eval_with_no_model_request(tmp_path):
+    from support.openai_server import OpenAIServer
+    from support.replies import Plausible
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{n}", "question": q, "answers": [a] if a else [],
+                                             "is_impossible": not a}) + "\n"
+                                 for n, (q, a) in enumerate([("How many days do I have to return an item?", "30"),
+                                                             ("What does error E1042 mean?", "expired"),
+                                                             ("Do you ship to Antarctica?", "")])),
+                         encoding="utf-8")  # fmt: skip
+    sample, index, recorded = ROOT / "src" / "selfcrag" / "data" / "sample_kb", tmp_path / "index", tmp_path / "rec"
+    cli = [sys.executable, "-m", "selfcrag.cli"]
+    assert subprocess.run([*cli, "ingest", str(sample), "--index", str(index)], capture_output=True,
+                          timeout=300).returncode == 0  # fmt: skip
+    with OpenAIServer(Plausible().responder()) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
+        done = subprocess.run([*cli, "eval", str(questions), "--index", str(index), "--baseline", "plain", "--out",
+                               str(recorded), "--model", "openai:test-model", "--set", "max_llm_calls=3"],
+                              capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        made = len(server.requests)
+    results = tmp_path / "replay.json"
+    done = script(str(BENCHMARKS / "eval_replay.py"), str(recorded), "--index", str(index), "--last", "2",
+                  "--results", str(results))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["command"].startswith("benchmarks/eval_replay.py") and written["questions"] == 2
+    assert written["model_requests"] == 0 and written["records_as_recorded"] == written["records"] == 4
+    assert 0 < written["calls_replayed"] <= made
+    (recorded / "calls.jsonl").write_text("")  # nothing recorded: the first call ends the replay in one line
+    missing = script(str(BENCHMARKS / "eval_replay.py"), str(recorded), "--index", str(index), "--results",
+                     str(tmp_path / "none.json"))  # fmt: skip
+    assert missing.returncode != 0 and "the replayed eval failed" in missing.stderr and "Traceback" not in missing.stderr
