@@ -1,17 +1,19 @@
 """Re-decide a recorded model-backend evaluation from its recorded calls, with no model: how long it takes, and
 whether every record comes out as it was.
 
-    .venv/bin/python benchmarks/eval_replay.py RECORDED_DIR --index DIR [--corpus FILE] [--last N]
+    .venv/bin/python benchmarks/eval_replay.py RECORDED_DIR --index DIR [--corpus FILE] [--last N] [--strict]
                                                [--results FILE]
 
 RECORDED_DIR is a `selfcrag eval` folder (its run.json, records.jsonl and calls.jsonl or calls.jsonl.gz). The same
 evaluation (its generator model, baseline and `--set` settings from run.json) runs again with `--replay
-RECORDED_DIR --replay-misses error` and the model endpoint pointed at a port that answers nothing, so a call the
-recording lacks ends it in one line instead of reaching a model. The questions are the records' own (`--last N`:
-the last N recorded, as calls recorded before the replay key held a model copy's settings do not replay). Prints
-one table: questions, wall and CPU seconds of the replayed eval (its process and children), calls replayed,
-connections made to the model endpoint (the port counts them), and how many (question, system) records match the
-recorded decision, answer and confidence. Writes benchmarks/results/eval_replay.json.
+RECORDED_DIR` and the model endpoint pointed at a port that answers nothing and counts every connection. A call the
+recording lacks is one that failed when it was recorded (a call that times out leaves no reply to keep): with
+`--strict` it ends the replay in one line (`--replay-misses error`); by default it is sent to that port, where it
+fails again (`--replay-misses live`), so the run degrades as the recorded one did. The questions are the records'
+own (`--last N`: the last N recorded, as calls recorded before the replay key held a model copy's settings do not
+replay). Prints one table: questions, wall and CPU seconds of the replayed eval (its process and children), calls
+replayed, calls the recording lacked, connections to the model port, and how many (question, system) records match
+the recorded decision, answer and confidence. Writes benchmarks/results/eval_replay.json.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -71,11 +74,11 @@ def questions_of(recorded: dict[tuple[str, str], dict[str, Any]], last: int, pat
     return path
 
 
-def replay(recorded: Path, questions: Path, index: Path, corpus: Path | None, out: Path,
-           port: int) -> dict[str, Any]:  # fmt: skip
+def replay(recorded: Path, questions: Path, index: Path, corpus: Path | None, out: Path, port: int,
+           strict: bool) -> dict[str, Any]:  # fmt: skip
     run = json.loads((recorded / "run.json").read_text(encoding="utf-8"))
     command = [sys.executable, "-m", "selfcrag.cli", "eval", str(questions), "--index", str(index), "--out", str(out),
-               "--replay", str(recorded), "--replay-misses", "error"]  # fmt: skip
+               "--replay", str(recorded), "--replay-misses", "error" if strict else "live"]  # fmt: skip
     if corpus:
         command += ["--corpus", str(corpus)]
     if run.get("baseline"):
@@ -91,13 +94,18 @@ def replay(recorded: Path, questions: Path, index: Path, corpus: Path | None, ou
     if done.returncode != 0:
         raise SystemExit(f"the replayed eval failed: {done.stderr.strip().splitlines()[-1:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+    said = re.search(r"\((\d+) calls replayed, (\d+) not in ", done.stdout)
+    if said is None:
+        raise SystemExit(f"the replayed eval did not say what it replayed: {done.stdout.strip().splitlines()[-1:]}")
+    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "calls_replayed": int(said.group(1)),
+            "calls_not_recorded": int(said.group(2))}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recorded", type=Path)
     parser.add_argument("--last", type=int, default=0, help="only the last N recorded questions")
+    parser.add_argument("--strict", action="store_true", help="a call the recording lacks ends the replay")
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--corpus", type=Path)
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "eval_replay.json")
@@ -107,24 +115,26 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="selfcrag-replay-") as work:
             out, was = Path(work) / "eval", records(args.recorded)
             asked = questions_of(was, args.last, Path(work) / "questions.jsonl")
-            timing = replay(args.recorded, asked, args.index, args.corpus, out, tripwire.port)
+            timing = replay(args.recorded, asked, args.index, args.corpus, out, tripwire.port, args.strict)
             again = records(out)
     finally:
         tripwire.close()
     same = [key for key, record in again.items() if key in was and all(record.get(f) == was[key].get(f)
                                                                          for f in COMPARED)]  # fmt: skip
-    differ = sorted(f"{i} ({system})" for i, system in again if (i, system) not in same)
-    replayed = sum(int(r.get("replayed_calls") or 0) for r in again.values())
+    differ = sorted(f"{i} ({system}): " + ", ".join(f"{f} {str(was.get((i, system), {}).get(f))[:60]!r} recorded, "
+                                                   f"{str(record.get(f))[:60]!r} replayed" for f in COMPARED
+                                                   if record.get(f) != was.get((i, system), {}).get(f))
+                    for (i, system), record in again.items() if (i, system) not in same)  # fmt: skip
     result = {**provenance(argv), "recorded": str(args.recorded), "questions": len({i for i, _ in again}),
-              **timing, "calls_replayed": replayed, "model_requests": tripwire.connections, "records": len(again),
+              **timing, "model_port_connections": tripwire.connections, "records": len(again),
               "records_as_recorded": len(same), "differ": differ, "compared": list(COMPARED)}  # fmt: skip
-    print("| questions | wall s | CPU s | calls replayed | model requests | records as recorded |")
-    print("|---|---|---|---|---|---|")
-    print(f"| {result['questions']} | {timing['wall_seconds']} | {timing['cpu_seconds']} | {replayed} | "
-          f"{tripwire.connections} | "
+    print("| questions | wall s | CPU s | calls replayed | not recorded | model port connections | records as "
+          "recorded |\n|---|---|---|---|---|---|---|")
+    print(f"| {result['questions']} | {timing['wall_seconds']} | {timing['cpu_seconds']} | "
+          f"{timing['calls_replayed']} | {timing['calls_not_recorded']} | {tripwire.connections} | "
           f"{len(same)} / {len(again)} |")
     if differ:
-        print("differ: " + ", ".join(differ))
+        print("differ:\n" + "\n".join(differ))
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -216,10 +216,10 @@ def test_eval_replay_redecides_a_recorded_model_eval_with_no_model_request(tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     written = json.loads(results.read_text(encoding="utf-8"))
     assert written["command"].startswith("benchmarks/eval_replay.py") and written["questions"] == 2
-    assert written["model_requests"] == 0 and written["records_as_recorded"] == written["records"] == 4
-    assert 0 < written["calls_replayed"] <= made
-    (recorded / "calls.jsonl").write_text("")  # nothing recorded: the first call ends the replay in one line
-    missing = script(str(BENCHMARKS / "eval_replay.py"), str(recorded), "--index", str(index), "--results",
-                     str(tmp_path / "none.json"))  # fmt: skip
+    assert written["model_port_connections"] == written["calls_not_recorded"] == 0
+    assert written["records_as_recorded"] == written["records"] == 4 and 0 < written["calls_replayed"] <= made
+    (recorded / "calls.jsonl").write_text("")  # nothing recorded: strict, the first call ends the replay in one line
+    missing = script(str(BENCHMARKS / "eval_replay.py"), str(recorded), "--index", str(index), "--strict",
+                     "--results", str(tmp_path / "none.json"))  # fmt: skip
     assert missing.returncode != 0 and "the replayed eval failed" in missing.stderr
     assert "Traceback" not in missing.stderr
