@@ -13,7 +13,7 @@ fails again (`--replay-misses live`), so the run degrades as the recorded one di
 own (`--last N`: the last N recorded, as calls recorded before the replay key held a model copy's settings do not
 replay). Prints one table: questions, wall and CPU seconds of the replayed eval (its process and children), calls
 replayed, calls the recording lacked, connections to the model port, and how many (question, system) records match
-the recorded decision, answer and confidence. Writes benchmarks/results/eval_replay.json.
+the recorded decision, answer and confidence. Writes benchmarks/results/model_replay.json.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import ROOT, provenance  # noqa: E402
+from provenance import provenance  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 COMPARED = ("decision", "answer", "confidence")
 
 
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="a call the recording lacks ends the replay")
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--corpus", type=Path)
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "eval_replay.json")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "model_replay.json")
     args = parser.parse_args(argv)
     tripwire = Tripwire()
     try:

@@ -177,8 +177,12 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     assert done.returncode == 0, done.stderr[-2000:]
     written = json.loads(results.read_text(encoding="utf-8"))
     assert written["commit"] and written["command"].startswith("benchmarks/model_fit.py")
-    assert written["model"] == "qwen2.5-coder-0.5b" and written["fitted"]["questions"] == 60
-    assert written["fitted"]["right_drafts"] >= written["plain"]["right"]  # every draft a candidate: none lost
+    assert written["model"] == "qwen2.5-coder-0.5b" and written["fitted"]["questions"] == 120
+    # Every draft a candidate: the run lost none of plain's right answers. The fit's rows leave out the drafts an
+    # exact finding vetoed (here a check that timed out while recording: no check), so it may count fewer.
+    metrics = json.loads((records / "metrics.json").read_text(encoding="utf-8"))["systems"]
+    assert metrics["selfcrag"]["right_drafts"] >= metrics["plain"]["right"] == written["plain"]["right"]
+    assert written["fitted"]["right_drafts"] <= metrics["selfcrag"]["right_drafts"]
     calibration = json.loads(out.read_text(encoding="utf-8"))
     assert calibration["ungrounded_drafts"] == "scored" and calibration["model"]["features"] == written["features"]
     from selfcrag.quality.calibration import load
