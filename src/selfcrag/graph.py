@@ -125,7 +125,8 @@ def build_graph(
     for node in NODES:
         name = node.__name__.rsplit(".", 1)[-1]
         made = node.make(components)  # bounded inside _with_settings: the run's limits come from resolved settings
-        graph.add_node(name, _with_settings(bounded(made) if name in MODEL_NODES else made, base))
+        turn = routing.CHECKS.index(name) if name in routing.CHECKS else 0  # the checks' first calls, in order
+        graph.add_node(name, _with_settings(bounded(made, turn) if name in MODEL_NODES else made, base))
 
     graph.add_edge(START, "prepare")
     graph.add_edge("prepare", "contextualize")

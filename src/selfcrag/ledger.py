@@ -76,7 +76,7 @@ class RunLedger:
         reducer keeps the larger of two nodes' totals in one superstep: the later one). Calls made through
         llm/calls.py were counted as they were `reserved`; the node's components may report more
         (their own models, made without it), and those count too."""
-        tokens, calls = _count(update.get("tokens"), None), _count(update.get("llm_calls"), None)
+        tokens, calls = count_of(update.get("tokens"), None), count_of(update.get("llm_calls"), None)
         with self.lock:
             self.tokens += tokens
             self.calls += max(0, calls - reserved)
@@ -104,10 +104,10 @@ def ledger_of(state: State, runtime: Runtime[Any] | None, settings: Context) -> 
     into the caps."""
     key = _key(runtime, state.get("run_ledger"))
     if key is None:
-        return RunLedger(calls=_count(state.get("llm_calls"), settings.max_llm_calls),
-                         tokens=_count(state.get("tokens"), None),
-                         rounds=_count(state.get("retrieval_rounds"), settings.max_retrieval_rounds),
-                         generations=_count(state.get("generations"), settings.max_generations))  # fmt: skip
+        return RunLedger(calls=count_of(state.get("llm_calls"), settings.max_llm_calls),
+                         tokens=count_of(state.get("tokens"), None),
+                         rounds=count_of(state.get("retrieval_rounds"), settings.max_retrieval_rounds),
+                         generations=count_of(state.get("generations"), settings.max_generations))  # fmt: skip
     with _LOCK:
         ledger = _LEDGERS.get(key)
         if ledger is None:
@@ -143,7 +143,7 @@ def _trim() -> None:
         _LEDGERS.popitem(last=False)
 
 
-def _count(value: Any, most: int | None) -> int:
+def count_of(value: Any, most: int | None) -> int:
     """A count read from state, as a client may have written it: not a finite number is 0, and it is clamped to
     [0, most]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

@@ -156,7 +156,8 @@ def after_web_search(state: State, settings: Context) -> str:
     return "rewrite_query" if can_retry_retrieval(state, settings) else "finalize"
 
 
-# The two checks of a draft do not depend on each other: they run concurrently and meet at `judge`.
+# The two checks of a draft do not depend on each other: they run concurrently and meet at `judge`. With one
+# model call left, the first named gets it, whichever thread asks first (`bounded`): no decision depends on timing.
 CHECKS = ["check_hallucination", "grade_answer"]
 
 

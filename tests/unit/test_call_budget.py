@@ -263,3 +263,31 @@ def test_the_run_deadlines_are_operator_settings_a_run_cannot_open():
         resolve({"run_timeout": 10_000}, base)
     with pytest.raises(SettingsError, match="allow_per_run"):
         Context(allow_per_run=("web_timeout",))
+
+
+def test_concurrent_nodes_get_their_first_calls_in_turn_whoever_asks_first():
+    # One call left when the superstep began; the node second in turn asks first and still goes without.
+    settings = Context(max_llm_calls=3)
+    ledger = RunLedger(calls=2)
+    first_done, asked = threading.Event(), []
+
+    def node(turn: int) -> None:
+        with run_limits(settings, ledger, turn, spent_before=2) as limits:
+            asked.append((turn, limits.reserve()))
+        if turn == 1:
+            first_done.set()
+
+    second = threading.Thread(target=contextvars.copy_context().run, args=(node, 1))
+    second.start()
+    first_done.wait(10)
+    node(0)
+    assert asked == [(1, False), (0, True)] and ledger.calls == 3
+
+
+def test_with_calls_enough_for_all_a_later_turn_is_not_held_back():
+    ledger = RunLedger(calls=1)
+    with run_limits(Context(max_llm_calls=3), ledger, turn=1, spent_before=1) as limits:
+        assert limits.reserve()  # two were left for two nodes: one each
+        assert limits.reserve()  # a retry shares what is left (only first calls go in turn)
+        assert limits.reserve() is False
+    assert ledger.calls == 3

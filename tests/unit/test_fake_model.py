@@ -72,3 +72,33 @@ def test_the_documented_example_runs():
     assert len(tests) == 3
     for name in tests:
         scope[name]()
+
+
+def test_with_one_call_left_for_two_checks_the_groundedness_check_gets_it_whichever_starts_first():
+    import threading
+
+    from selfcrag.backend import model_components
+
+    model = FakeChatModel()
+    components = model_components(model)
+    checker, answered = components.groundedness, threading.Event()
+
+    class LateChecker:  # asks only once the answer grader has had its chance at the last call
+        def check(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            answered.wait(5)
+            return checker.check(*args, **kwargs)
+
+    grader = components.answer_grader
+
+    class FirstGrader:
+        def grade(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            try:
+                return grader.grade(*args, **kwargs)
+            finally:
+                answered.set()
+
+    components.groundedness, components.answer_grader = LateChecker(), FirstGrader()  # type: ignore[assignment]
+    result = build_graph(components).invoke({"question": RETURNS}, context={"max_llm_calls": 2})
+    assert model.calls == ["answer", "groundedness"]  # plain's draft took one; the check first in turn the other
+    [grading] = [s for s in result["trace"] if s["node"] == "grade_answer"]
+    assert "budget" in grading.get("error", "")

@@ -84,9 +84,15 @@ class RunLimits:
     run_timeout: float
     ledger: RunLedger  # the run's counts, shared by the concurrent nodes of a superstep (selfcrag/ledger.py)
     reserved: int = 0  # calls this node took from the ledger
+    turn: int = 0  # concurrent nodes of this superstep ahead of this one in the order calls are handed out
+    left_at_start: int | None = None  # calls the budget had left when the superstep began (state's count)
 
     def reserve(self) -> bool:
-        """Take one call from the budget; False when none is left."""
+        """Take one call from the budget; False when none is left. Concurrent nodes that each need a call get
+        their first calls in a fixed order: with fewer left than they are, those behind go without, whichever
+        thread asks first, so a decision never depends on thread timing (a replayed run decides as recorded)."""
+        if self.reserved == 0 and self.turn and self.left_at_start is not None and self.left_at_start <= self.turn:
+            return False
         if not self.ledger.reserve_call(self.max_calls):
             return False
         self.reserved += 1
@@ -100,10 +106,13 @@ _LIMITS: contextvars.ContextVar[RunLimits | None] = contextvars.ContextVar("self
 
 
 @contextmanager
-def run_limits(settings: Context, ledger: RunLedger) -> Iterator[RunLimits]:
-    """The limits of the run for the calls made inside: its budget and deadline, counted in its `ledger`."""
+def run_limits(settings: Context, ledger: RunLedger, turn: int = 0, spent_before: int | None = None
+               ) -> Iterator[RunLimits]:  # fmt: skip
+    """The limits of the run for the calls made inside: its budget and deadline, counted in its `ledger`. A node
+    run concurrently with others has its `turn` among them and the calls `spent_before` their superstep."""
+    left = None if spent_before is None else max(0, settings.max_llm_calls - spent_before)
     limits = RunLimits(max_calls=settings.max_llm_calls, deadline=ledger.started + settings.run_timeout,
-                       run_timeout=settings.run_timeout, ledger=ledger)  # fmt: skip
+                       run_timeout=settings.run_timeout, ledger=ledger, turn=turn, left_at_start=left)  # fmt: skip
     token = _LIMITS.set(limits)
     try:
         yield limits

@@ -10,21 +10,25 @@ from langgraph.runtime import Runtime
 
 from selfcrag.context import Context
 from selfcrag.contract import ModelUse
-from selfcrag.ledger import ledger_of
+from selfcrag.ledger import count_of, ledger_of
 from selfcrag.llm.calls import run_limits
 from selfcrag.state import State
 from selfcrag.trust_boundary import settings_of
 
 
-def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]]) -> Any:  # Any: what add_node accepts
+def bounded(node: Callable[[State, Runtime[Context]], dict[str, Any]], turn: int = 0) -> Any:  # Any: add_node's
     """A node that may call models, run within the run's limits (llm/calls.py): the call budget and
     the deadline of the run's ledger (selfcrag/ledger.py), never state a client could have written. The
-    components read them from a ContextVar, so their Protocols stay. The update carries the ledger's totals."""
+    components read them from a ContextVar, so their Protocols stay. The update carries the ledger's totals.
+    A node that runs concurrently with others has its `turn` among them: with too few calls left for all, the
+    first calls go in that order (the count at the superstep's start is the state's, the same for each of them;
+    it can only hold a node back, the ledger still caps every call)."""
 
     def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
         ledger = ledger_of(state, runtime, settings)
-        with run_limits(settings, ledger) as limits:
+        spent_before = count_of(state.get("llm_calls"), settings.max_llm_calls) if turn else None
+        with run_limits(settings, ledger, turn, spent_before) as limits:
             return ledger.spent(node(state, runtime), limits.reserved)
 
     run.__name__ = getattr(node, "__name__", "node")
