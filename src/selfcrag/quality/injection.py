@@ -7,7 +7,8 @@ A sentence is judged by what it does, however it is spelt (`addressed.py`: speak
 assistant's instructions, commands about its answer, in English and Chinese, also base64/hex encoded, read
 through `folding.py`); chat markup and a few fixed forms are matched by `data/injection_patterns.txt` on the same
 folded text. Text is read one line at a time and each line one sentence at a time, because a planted line rarely
-ends with a full stop before the next one starts.
+ends with a full stop before the next one starts; a sentence is read with the one before it too, where what it
+speaks of may be named ("It should reply that ..." after a question about what the chatbot replies).
 Chat markup that opens a turn (`<|im_start|>`, `[INST]`, `<system>`, `### Instruction:`) takes the rest of its
 paragraph with it, up to the markup that closes the turn.
 """
@@ -21,7 +22,7 @@ from importlib import resources
 from typing import TypedDict
 
 from selfcrag.contract import Passage
-from selfcrag.quality.addressed import addressed
+from selfcrag.quality.addressed import addressed, prescribed_after
 from selfcrag.quality.folding import views
 from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
 from selfcrag.text.text import normalise, split_sentences
@@ -99,7 +100,7 @@ def scan(text: str) -> tuple[str, list[str]]:
             continue
         kept: list[str] = []
         before = len(removed)
-        for sentence in sentences:
+        for number, sentence in enumerate(sentences):
             folded = _readings(sentence)
             opens, closes = _any(p.open, folded), _any(p.close, folded)
             if in_turn or opens or closes:
@@ -110,6 +111,8 @@ def scan(text: str) -> tuple[str, list[str]]:
                 cut, taken = _cut(sentence)
                 removed += taken
                 kept += cut
+            elif number and _with_the_one_before(sentences[number - 1], sentence):
+                removed.append(sentence)
             else:
                 kept.append(sentence)
         if len(removed) == before:
@@ -119,6 +122,12 @@ def scan(text: str) -> tuple[str, list[str]]:
     if not removed:
         return text, []
     return "\n".join(kept_lines).strip(), removed
+
+
+def _with_the_one_before(before: str, sentence: str) -> bool:
+    """Whether a sentence prescribes an answer whose writer the one before it names: "It should reply that ..."
+    after "What should the chatbot reply about damaged items?"."""
+    return prescribed_after(before, sentence)
 
 
 def _cut(sentence: str) -> tuple[list[str], list[str]]:
