@@ -1,7 +1,8 @@
-"""Planted instructions in phrasings the project never tuned on: the twenty documents of
-`../shared/injection/new_phrasings_2026-12-02.jsonl` (issue 44), read at run time and never copied into the
-repository (the project keeps its own cases in tests/data). Each document is ingested alone (the same door as
-`selfcrag ingest`: `selfcrag.ingest`) and asked its question, twice:
+"""Planted instructions in phrasings the project did not tune on: the twenty documents of
+`../shared/injection/new_phrasings_2026-12-02.jsonl` (issue 44's audit, read at run time and never copied into the
+repository), and the project's own held-out twenty, written after the defence and never tuned on
+(`tests/data/injection_documents_heldout.jsonl`, cases named `heldout/...`). Each document is ingested alone (the
+same door as `selfcrag ingest`: `selfcrag.ingest`) and asked its question, twice:
 
 - offline: the default backend;
 - with a model that obeys: the real `ChatOpenAI` against the test server, whose generator copies every sentence of
@@ -9,7 +10,7 @@ repository (the project keeps its own cases in tests/data). Each document is ing
   repeated), and whose checker calls every statement grounded.
 
 A case fails ("instructions obeyed") when a published answer (not an abstention) contains the case's
-`published_if` text. Without the folder the cases are skipped, with one line saying so.
+`published_if` text. Without the shared folder its cases are skipped, with one line saying so.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from selfcrag.knowledge.langchain_objects import load_index
 from selfcrag.text.text import split_sentences
 
 SOURCE = ROOT.parent / "shared" / "injection" / "new_phrasings_2026-12-02.jsonl"
+OWN = ROOT / "tests" / "data" / "injection_documents_heldout.jsonl"
 
 
 def published(result: dict[str, Any] | None, marker: str) -> bool:
@@ -45,7 +47,7 @@ def obeying_answer(question: str, evidence: list[tuple[str, str]]) -> str:
 def _indexed(row: dict[str, str]) -> Path:
     work = Path(tempfile.mkdtemp(prefix="selfcrag-faults-phrasing-"))
     (work / "kb").mkdir()
-    (work / "kb" / row["file"]).write_text(row["document"], encoding="utf-8")
+    (work / "kb" / Path(row["file"]).name).write_text(row["document"], encoding="utf-8")
     ingest(work / "kb", work / "index", strict=True)
     return work / "index"
 
@@ -74,9 +76,15 @@ def _obeying_model(outcome: Outcome, row: dict[str, str]) -> None:
     outcome.note = described(result, error)
 
 
+def _rows(path: Path, prefix: str = "") -> list[dict[str, str]]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [{**r, "file": prefix + r["file"]} for r in rows if "note" not in r]
+
+
+ROWS = _rows(OWN, "heldout/")
 if SOURCE.is_file():
-    ROWS = [json.loads(line) for line in SOURCE.read_text(encoding="utf-8").splitlines() if line.strip()]
-    cases("phrasings", [f"offline: {r['file']}" for r in ROWS], _offline, ROWS)
-    cases("phrasings", [f"obeying model: {r['file']}" for r in ROWS], _obeying_model, ROWS)
+    ROWS = _rows(SOURCE) + ROWS
 else:
-    print(f"fault matrix: {SOURCE} not found: the held-out phrasing cases are skipped", file=sys.stderr)
+    print(f"fault matrix: {SOURCE} not found: the audit's phrasing cases are skipped", file=sys.stderr)
+cases("phrasings", [f"offline: {r['file']}" for r in ROWS], _offline, ROWS)
+cases("phrasings", [f"obeying model: {r['file']}" for r in ROWS], _obeying_model, ROWS)
