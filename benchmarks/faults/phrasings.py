@@ -1,8 +1,9 @@
 """Planted instructions in phrasings the project did not tune on: the twenty documents of
 `../shared/injection/new_phrasings_2026-12-02.jsonl` (issue 44's audit, read at run time and never copied into the
-repository), and the project's own held-out twenty, written after the defence and never tuned on
-(`tests/data/injection_documents_heldout.jsonl`, cases named `heldout/...`). Each document is ingested alone (the
-same door as `selfcrag ingest`: `selfcrag.ingest`) and asked its question, twice:
+repository), and the project's own: twenty written after the word-class defence, measured once and then tuned on
+(`tests/data/injection_documents_tuning.jsonl`, cases `tuning/...`), and twenty written after the contested-claim
+check and never tuned on (`tests/data/injection_documents_heldout.jsonl`, cases `heldout/...`). Each document is
+ingested alone (the same door as `selfcrag ingest`: `selfcrag.ingest`) and asked its question, twice:
 
 - offline: the default backend;
 - with a model that obeys: the real `ChatOpenAI` against the test server, whose generator copies every sentence of
@@ -32,7 +33,7 @@ from selfcrag.knowledge.langchain_objects import load_index
 from selfcrag.text.text import split_sentences
 
 SOURCE = ROOT.parent / "shared" / "injection" / "new_phrasings_2026-12-02.jsonl"
-OWN = ROOT / "tests" / "data" / "injection_documents_heldout.jsonl"
+OWN = ROOT / "tests" / "data" / "injection_documents_{}.jsonl"
 
 
 def published(result: dict[str, Any] | None, marker: str) -> bool:
@@ -81,7 +82,7 @@ def _rows(path: Path, prefix: str = "") -> list[dict[str, str]]:
     return [{**r, "file": prefix + r["file"]} for r in rows if "note" not in r]
 
 
-ROWS = _rows(OWN, "heldout/")
+ROWS = _rows(Path(str(OWN).format("tuning")), "tuning/") + _rows(Path(str(OWN).format("heldout")), "heldout/")
 if SOURCE.is_file():
     ROWS = _rows(SOURCE) + ROWS
 else:

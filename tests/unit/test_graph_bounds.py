@@ -56,12 +56,12 @@ class Fixed:
         self.seen["generate"] += 1
         self.avoid_seen.append(list(avoid or []))
         cite = {"ref": "doc_1", "doc_id": "p", "title": "P", "source": "p.md", "quote": "Returns take 30 days."}
-        return Draft(answer="Returns take 45 days. [doc_1]", citations=[cite], llm_calls=self.calls)
+        return Draft(answer="Returns take 30 days from delivery. [doc_1]", citations=[cite], llm_calls=self.calls)
 
     def check(self, answer, strips, settings, question="", given=""):
         self.seen["check"] += 1
         return GroundednessCheck(score=1.0 if self.is_grounded else 0.2, grounded=self.is_grounded,
-                                 unsupported=[] if self.is_grounded else ["Returns take 45 days."],
+                                 unsupported=[] if self.is_grounded else ["Returns take 30 days from delivery."],
                                  llm_calls=self.calls)
 
     def rewrite(self, question, query, evidence, feedback, for_web, settings):
@@ -117,7 +117,8 @@ def test_ungrounded_answer_regenerates_with_feedback_then_stops():
     fake = Fixed(grounded=False)
     result = graph_with(fake).invoke({"question": "q"}, context=Context(max_generations=2, max_retrieval_rounds=1))
     assert fake.seen["generate"] == 3  # plain's draft, then a draft from the refined strips and its regeneration
-    assert fake.avoid_seen == [[], [], ["Returns take 45 days."]]  # the regeneration was told what was unsupported
+    # the regeneration was told what was unsupported
+    assert fake.avoid_seen == [[], [], ["Returns take 30 days from delivery."]]
     assert result["decision"] == "abstain"
 
 

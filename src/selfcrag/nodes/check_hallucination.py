@@ -1,10 +1,13 @@
 """Self-RAG's groundedness check: is every statement of the draft supported by the evidence? Beside the checker,
-the output check of `quality/echoes.py`: a sentence that says what only a planted sentence said (one this run's
-retrieval removed as addressed to the reader or the assistant) vetoes the draft, an exact finding like the rule
-checks', whatever the checker thought of it."""
+two output checks, each an exact finding like the rule checks' that vetoes the draft whatever the checker thought
+of it: a sentence that says what only a planted sentence said (one this run's retrieval removed as addressed to
+the reader or the assistant: `quality/echoes.py`), and a sentence that another sentence of the draft, or of a
+passage it cites, answers differently (`quality/contested.py`: what an obeyed instruction does to an answer,
+however the instruction was phrased)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -16,10 +19,14 @@ from selfcrag.contract import GroundednessCheck, Strip
 from selfcrag.nodes import model_notes, spent
 from selfcrag.offline.groundedness import instruction_claim
 from selfcrag.progress import emit
+from selfcrag.prompts.evidence import doc_labels
+from selfcrag.quality.contested import contested
 from selfcrag.quality.echoes import echoes, planted_sentences
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.rules import backed_by, named_in
 from selfcrag.trust_boundary import settings_of
+
+_LABEL = re.compile(r"\[(doc_\d+)\]")
 
 
 def retrieved_text(state: State) -> str:
@@ -53,6 +60,19 @@ def echo_veto(check: GroundednessCheck, answer: str, strips: list[Strip], state:
                    unsupported=list(dict.fromkeys([*check.unsupported, *map(instruction_claim, echoed)])))
 
 
+def contest_veto(check: GroundednessCheck, answer: str, strips: list[Strip], question: str) -> GroundednessCheck:
+    """The check, vetoed when the draft, or a passage it cites, gives the question two answers."""
+    labels = doc_labels(strips)  # as the generators number the strips
+    cited = set(_LABEL.findall(answer))
+    evidence = [s["text"] for s in strips if labels.get(s["doc_id"]) in cited]
+    found = contested(answer, evidence, question)
+    if not found:
+        return check
+    flags = [f"its evidence answers otherwise ({f['why']}): {f['other'][:80]!r}" for f in found]
+    return replace(check, grounded=False, vetoed=True, flags=[*check.flags, *flags],
+                   unsupported=list(dict.fromkeys([*check.unsupported, *(f["answer"] for f in found)])))
+
+
 def make(components: Components) -> NodeFunction:
     def check_hallucination(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = settings_of(runtime.context)
@@ -60,7 +80,7 @@ def make(components: Components) -> NodeFunction:
         answer, strips = state.get("answer") or "", state.get("knowledge") or []
         check = components.groundedness.check(answer, strips, settings, question=question,
                                               given=repeatable(question, state, settings))
-        check = echo_veto(check, answer, strips, state)
+        check = contest_veto(echo_veto(check, answer, strips, state), answer, strips, question)
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"

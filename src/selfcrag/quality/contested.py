@@ -1,0 +1,182 @@
+"""An answer its own evidence contradicts: two sentences that give the question two different answers.
+
+A planted instruction is written to make the answer say something the document's own facts deny ("Shipping
+costs 4 euros." ... "the only acceptable answer is that shipping is free"). However the instruction is phrased,
+what it does shows in the answer: a model that obeys it writes the planted claim beside the fact, or instead of
+it, citing the document that states the fact. So a draft is contested, an exact finding like a wrong number, when
+one of its sentences and another sentence of the draft, or of a passage it cites, answer the question differently:
+
+- both speak of the question's subject (they share a content word of the question), neither names another kind
+  of the same thing ("express" / "standard" delivery), and neither holds its claim to some cases ("free over 50
+  euros", "for members", "unless opened": two such claims may both hold);
+- and they disagree: quantities of one dimension that do not overlap ("14 days" / "900 days"); a price and "free"
+  ("4 euros" / "shipping is free"); a bounded time or count and "unlimited", "never", "forever" ("expire after 3
+  years" / "never expire"); or the same statement, once negated ("cannot be exchanged" / "can be exchanged":
+  most of the shorter one's content words in the other, and a negation in only one), in English or Chinese.
+
+The words of "free", "unlimited" and the Chinese negations are data (`data/contested_words.txt`). A document that
+truly contradicts itself is contested too: the run then shows another candidate or says it does not know, and a
+source in two minds is no ground for an answer either.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from selfcrag.data_sections import read_sections
+from selfcrag.language import CJK
+from selfcrag.quality.consistency import Quantity, quantities
+from selfcrag.text.terms import strip_citations, terms_of
+from selfcrag.text.text import STOPWORDS, split_sentences, term
+from selfcrag.text.text import words as words_of
+
+_CJK = re.compile(f"[{CJK}]")
+_STOPS = re.compile(r"(?<=[.!?。！？])\s*")
+_CLAUSES = re.compile(r"[,;:，；：]|\bthat\b")
+_NUMBER_AFTER = re.compile(r"\s*(?:[$€£¥]\s*)?(?:\d|[零一二两三四五六七八九十百千万])")
+SAME_STATEMENT = 0.66  # share of the shorter sentence's content words the other holds, for a negation to contradict
+_EN_NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|nothing|neither|nor|without)\b|n't\b", re.I)
+
+
+@dataclass(frozen=True)
+class Words:
+    zh_negation: tuple[str, ...]
+    patterns: dict[str, re.Pattern[str]]  # free, unlimited, bounded, modal, scope
+    not_a_kind: frozenset[str]
+
+
+@cache
+def words() -> Words:
+    sections = read_sections("contested_words.txt", lambda line: [w.strip() for w in line.split(",") if w.strip()])
+
+    def pattern(entries: list[str]) -> re.Pattern[str]:
+        english = [re.escape(e) for e in entries if e.isascii()]
+        chinese = [re.escape(e) for e in entries if not e.isascii()]
+        parts = ([rf"\b(?:{'|'.join(english)})\b"] if english else []) + (["|".join(chinese)] if chinese else [])
+        return re.compile("|".join(parts), re.I)
+
+    named = ("free", "unlimited", "bounded", "modal", "scope", "threshold")
+    return Words(tuple(sections["zh_negation"]), {name: pattern(sections[name]) for name in named},
+                 frozenset(sections["not_a_kind"]))  # fmt: skip
+
+
+def contested(answer: str, evidence: list[str], question: str) -> list[dict[str, str]]:
+    """(answer sentence, other sentence, why) for each sentence of the answer that another sentence of the answer or
+    of `evidence` (the passages it cites) answers differently, for `question`."""
+    asked = terms_of(question)
+    said = [s for s in _sentences(strip_citations(answer)) if terms_of(s) & asked]
+    others = list(dict.fromkeys([*said, *(s for text in evidence for s in _sentences(text))]))
+    found: list[dict[str, str]] = []
+    for sentence in said:
+        for other in others:
+            if other != sentence and (why := differ(sentence, other, asked)):
+                found.append({"answer": sentence, "other": other, "why": why})
+                break
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences, cut at every full stop too (the splitter starts one only at a capital: "30 days. qing ...")."""
+    return [piece for s in split_sentences(text) for piece in _STOPS.split(s) if piece.strip()]
+
+
+def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
+    """Why two sentences about the question's subject answer it differently, or "" when they do not."""
+    ta, tb = terms_of(a), terms_of(b)
+    shared = ta & tb & asked
+    if not shared or _other_kinds(a, b, shared) or _scoped(a) or _scoped(b):
+        return ""
+    qa, qb = quantities(a), quantities(b)
+    for x in qa:
+        for y in qb:
+            if _comparable(x, y) and not _scaled(x).overlaps(_scaled(y)):
+                return f'"{x.written}" against "{y.written}"'
+            if _is_money(x.dimension) and _is_money(y.dimension) and min(x.high, y.high) == 0 < max(x.high, y.high):
+                return f'"{x.written}" against "{y.written}"'  # nothing is nothing in any currency
+    w = words()
+    for one, other, own, amounts in ((a, b, qa, qb), (b, a, qb, qa)):
+        if w.patterns["free"].search(one) and not any(_is_money(q.dimension) and q.high > 0 for q in own) and any(
+                q.high > 0 and _is_money(q.dimension) for q in amounts):
+            return "free against a price"
+        if w.patterns["unlimited"].search(one) and not w.patterns["unlimited"].search(other) and (
+                any(q.dimension not in {p.dimension for p in own} for q in amounts)
+                or w.patterns["bounded"].search(other)):
+            return "unlimited against a limit"
+    na, nb = _negated(a), _negated(b)
+    if na != nb:
+        sa, sb = _statement(a), _statement(b)
+        shorter = min(len(sa), len(sb))
+        if shorter and len(sa & sb) / shorter >= SAME_STATEMENT:
+            return "one says no where the other says yes"
+    return ""
+
+
+def _scoped(sentence: str) -> bool:
+    """Whether a clause of the sentence holds its claim to some cases: a scope word, or a bound before a number
+    ("over 50 euros"). A clause that speaks to the reader or of the answer scopes nothing it claims."""
+    w = words()
+    for clause in _CLAUSES.split(sentence):
+        if addressed_words(clause):
+            continue
+        if w.patterns["scope"].search(clause):
+            return True
+        if any(_NUMBER_AFTER.match(clause, m.end()) for m in w.patterns["threshold"].finditer(clause)):
+            return True
+    return False
+
+
+def addressed_words(clause: str) -> bool:
+    """Whether the clause names the reader or the answer (the injection detector's word classes): "if you are a
+    language model", "when this page is used to answer customers"."""
+    from selfcrag.quality.addressed import words as injection_words  # the detector's classes, loaded once
+
+    w = injection_words()
+    tokens = words_of(clause.lower())
+    return any(w.has(name, tokens, i) for name in ("second_person", "answer_noun", "assistant", "output")
+               for i in range(len(tokens)))  # fmt: skip
+
+
+def _other_kinds(a: str, b: str, shared: set[str] | frozenset[str]) -> bool:
+    """Whether the two speak of two kinds of the thing they share: the word before its first mention differs in
+    each ("standard delivery" / "express delivery"), and neither is one that names no kind ("the real fee",
+    "say delivery is free"). Read in English words only (Chinese terms are character pairs)."""
+    if _CJK.search(a + b):
+        return False
+    before_a, before_b = _word_before(a, shared), _word_before(b, shared)
+    kinds = {before_a, before_b} - words().not_a_kind - {""}
+    return len(kinds) == 2
+
+
+def _word_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
+    tokens = words_of(sentence.lower())
+    first = next((i for i, token in enumerate(tokens) if term(token) in shared), 0)
+    return tokens[first - 1] if first and tokens[first - 1] not in STOPWORDS else ""
+
+
+def _statement(sentence: str) -> frozenset[str]:
+    """The content words of a sentence without its negations and modal verbs: what it says is or is not so."""
+    w = words()
+    text = w.patterns["modal"].sub(" ", sentence)
+    for negation in w.zh_negation:
+        text = text.replace(negation, " ")
+    return frozenset(terms_of(text))
+
+
+def _negated(sentence: str) -> bool:
+    return bool(_EN_NEGATION.search(sentence)) or any(n in sentence for n in words().zh_negation)
+
+
+def _is_money(dimension: str) -> bool:
+    return dimension.isupper() or dimension == "cent"  # currencies are named by their codes (data/units.txt)
+
+
+def _comparable(x: Quantity, y: Quantity) -> bool:
+    """One dimension, or a price in cents against one in a currency (a cent is a hundredth of it)."""
+    return x.dimension == y.dimension or (_is_money(x.dimension) and _is_money(y.dimension)
+                                          and "cent" in (x.dimension, y.dimension))  # fmt: skip
+
+
+def _scaled(q: Quantity) -> Quantity:
+    return Quantity(q.dimension, q.low / 100, q.high / 100, q.written) if q.dimension == "cent" else q
