@@ -62,6 +62,18 @@ def table(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
     return rows
 
 
+def by_set(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
+    """Cases and failing cases per set, for cases named "<arm>: <set>/<name>" (the phrasings group's sets)."""
+    sets: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        arm, _, name = o.case.partition(": ")
+        if "/" in name:
+            row = sets.setdefault(f"{arm}: {name.split('/', 1)[0]}", {"cases": 0, "failing": 0})
+            row["cases"] += 1
+            row["failing"] += bool(o.failed())
+    return sets
+
+
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--fast", action="store_true", help="only the subset .ci/run runs")
@@ -92,6 +104,7 @@ def main() -> int:
         "seconds": round(time.time() - started, 1),
         "columns": MEANING,
         "table": rows,
+        "by_set": by_set(outcomes),
         "cases": [{k: v for k, v in o.__dict__.items() if k not in ("seen", "one_line")} for o in outcomes],
     }
     out.write_text(json.dumps(record, indent=2, default=str) + "\n")
