@@ -16,9 +16,11 @@ from langgraph.runtime import Runtime
 from selfcrag.backend import Components
 from selfcrag.context import Context
 from selfcrag.contract import GroundednessCheck, Strip
+from selfcrag.language import language_of
 from selfcrag.nodes import model_notes, spent
 from selfcrag.offline.groundedness import instruction_claim
 from selfcrag.progress import emit
+from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.contested import contested
 from selfcrag.quality.echoes import echoes, planted_sentences
@@ -60,6 +62,12 @@ def echo_veto(check: GroundednessCheck, answer: str, strips: list[Strip], state:
                    unsupported=list(dict.fromkeys([*check.unsupported, *map(instruction_claim, echoed)])))
 
 
+def contested_claim(sentence: str) -> str:
+    """How a contested sentence is listed as unsupported: described, not quoted, since it may be a planted claim
+    and the abstention may name unsupported statements."""
+    return messages.phrase("contested_in_answer", language_of(sentence))
+
+
 def contest_veto(check: GroundednessCheck, answer: str, strips: list[Strip], question: str) -> GroundednessCheck:
     """The check, vetoed when the draft, or a passage it cites, gives the question two answers."""
     labels = doc_labels(strips)  # as the generators number the strips
@@ -70,7 +78,8 @@ def contest_veto(check: GroundednessCheck, answer: str, strips: list[Strip], que
         return check
     flags = [f"its evidence answers otherwise ({f['why']}): {f['other'][:80]!r}" for f in found]
     return replace(check, grounded=False, vetoed=True, flags=[*check.flags, *flags],
-                   unsupported=list(dict.fromkeys([*check.unsupported, *(f["answer"] for f in found)])))
+                   unsupported=list(dict.fromkeys([*check.unsupported,
+                                                   *(contested_claim(f["answer"]) for f in found)])))
 
 
 def make(components: Components) -> NodeFunction:

@@ -57,6 +57,8 @@ PHRASES: dict[str, dict[Language, str]] = {
                            "answering system", "zh": "知识库和问答系统都不支持问题所用的文字（{}）"},
     "instruction_in_answer": {"en": "a statement that repeats instructions planted in a document (withheld)",
                               "zh": "一句照搬文档中所植入指令的内容（已拦截）"},
+    "contested_in_answer": {"en": "a statement its own sources contradict (withheld)",
+                            "zh": "一句与其来源自相矛盾的内容（已拦截）"},
     # What an abstention says when no check named a gap: the answer found was judged unclear, or none was found.
     "unclear_answer": {"en": "the answer the passages found support does not clearly answer the question",
                        "zh": "找到的段落所支持的回答没有明确回答这个问题"},
