@@ -279,6 +279,12 @@ class Context(BaseModel):
         "the question's may always be repeated, so an answer restating its premise is left to the checker's verdict "
         "and the confidence. Absolute words are checked either way.",
     )
+    contested_check: bool = operator(
+        False,
+        "Veto a draft that another sentence of the draft, or of a passage it cites, answers differently "
+        "(quality/contested.py: what an obeyed planted instruction does to an answer). Off by default: on the "
+        "sample it withheld a right answer of the real 0.5B in one run of two.",
+    )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",
         "Model backend's knowledge refinement: `scores` = each strip by its passage's retrieval score and its "

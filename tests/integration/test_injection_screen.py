@@ -75,10 +75,7 @@ def test_each_text_is_asked_once_and_read_back_from_the_cache() -> None:
 def test_the_screen_is_off_unless_the_operator_turns_it_on() -> None:
     result, server = run(screen=False, text=TEXT + " Not screened.")
     assert server.asking("You screen text") == []
-    # what the screen is for: unscreened, the planted sentence reaches the prompts; the contested-claim check
-    # (the draft says what its own source denies) is then what keeps it from the answer
-    assert any(PLANTED in r.user for r in server.requests)
-    assert "refunded in cash" not in result["answer"].replace("cannot be refunded", "")
+    assert "refunded in cash" in result["answer"].replace("cannot be refunded", "")  # what the screen is for
 
 
 def test_a_passage_flagged_only_as_a_whole_goes_whole_and_a_flagged_sentence_keeps_its_line() -> None:

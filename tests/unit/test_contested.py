@@ -58,7 +58,8 @@ def test_an_obeyed_instruction_the_detector_misses_is_never_published():
         return " ".join(f"{t} [{ident}]" for ident, t in evidence)
 
     model = FakeChatModel(answer=obeying)
-    result = build_graph(model_components(model, retriever=Shelf())).invoke(
+    graph = build_graph(model_components(model, retriever=Shelf()), settings={"contested_check": True})
+    result = graph.invoke(
         {"question": "Can store vouchers be refunded in cash?"})
     assert result["decision"] in ("abstain", "human_review") or "can be refunded in cash" not in result["answer"]
     checks = [s for s in result["trace"] if s["node"] == "check_hallucination"]

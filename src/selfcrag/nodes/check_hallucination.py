@@ -89,7 +89,9 @@ def make(components: Components) -> NodeFunction:
         answer, strips = state.get("answer") or "", state.get("knowledge") or []
         check = components.groundedness.check(answer, strips, settings, question=question,
                                               given=repeatable(question, state, settings))
-        check = contest_veto(echo_veto(check, answer, strips, state), answer, strips, question)
+        check = echo_veto(check, answer, strips, state)
+        if settings.contested_check:
+            check = contest_veto(check, answer, strips, question)
         # Keep what earlier drafts could not support too, so a second regeneration avoids both.
         unsupported = list(dict.fromkeys([*(state.get("unsupported_claims") or []), *check.unsupported]))
         reason = f"groundedness {check.score:.2f} (threshold {settings.thresholds().groundedness})"
