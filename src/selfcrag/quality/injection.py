@@ -111,7 +111,7 @@ def scan(text: str) -> tuple[str, list[str]]:
                 cut, taken = _cut(sentence)
                 removed += taken
                 kept += cut
-            elif number and _with_the_one_before(sentences[number - 1], sentence):
+            elif number and prescribed_after(sentences[number - 1], sentence):  # its writer named just before
                 removed.append(sentence)
             else:
                 kept.append(sentence)
@@ -122,12 +122,6 @@ def scan(text: str) -> tuple[str, list[str]]:
     if not removed:
         return text, []
     return "\n".join(kept_lines).strip(), removed
-
-
-def _with_the_one_before(before: str, sentence: str) -> bool:
-    """Whether a sentence prescribes an answer whose writer the one before it names: "It should reply that ..."
-    after "What should the chatbot reply about damaged items?"."""
-    return prescribed_after(before, sentence)
 
 
 def _cut(sentence: str) -> tuple[list[str], list[str]]:
