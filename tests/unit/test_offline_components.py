@@ -213,6 +213,20 @@ def test_unanswerable_question_gets_no_answer_and_says_what_is_missing(embedder,
     assert ExtractiveGenerator(embedder).generate("What is E1042?", [], settings).answer == ""
 
 
+def test_a_noun_naming_a_span_of_time_is_answered_by_one_not_demanded_word_for_word(embedder, settings):
+    # "refund window" is answered by "within 45 days": before, the reader declined with "no passage mentions:
+    # window" and the answer grader asked the answer to say "window".
+    boots = Strip(id="boots#0", doc_id="boots", title="Boots", source="boots.md", score=0.5,
+                  text="You can return unworn boots within 45 days of delivery for a full refund.")
+    question = "What is our refund window?"
+    draft = ExtractiveGenerator(embedder).generate(question, [boots], settings)
+    assert draft.answer.startswith("You can return unworn boots within 45 days") and not draft.missing
+    graded = OfflineAnswerGrader(embedder).grade(question, draft.answer, settings)
+    assert "window" not in graded.missing and graded.term_coverage == 1.0
+    without_span = OfflineAnswerGrader(embedder).grade(question, "Refunds go to your card. [doc_1]", settings)
+    assert "window" in without_span.missing  # a text stating no span of time does not cover it
+
+
 # --- groundedness and rule checks -------------------------------------------------------------------------
 
 
@@ -287,6 +301,7 @@ def test_rule_flags_numbers_names_identifiers_and_absolute_words():
         ("Can I return opened headphones?", "yesno"),
         ("Why was my payment declined?", "reason"),
         ("What does error E1042 mean?", "generic"),
+        ("What is our refund window?", "date"),
         ("I got E2001 when checking out. What is wrong?", "generic"),
     ],
 )

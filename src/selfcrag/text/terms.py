@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
+from selfcrag.data_sections import read_sections
 from selfcrag.language import has_cjk, language_of
 from selfcrag.text.opposites import asked_sentence
 from selfcrag.text.rules import LONE_ONE, names
@@ -87,12 +88,15 @@ def coverage(terms: dict[str, str], text: str) -> tuple[float, list[str]]:
     "30 天内"). A Chinese word cut into pairs (客服电话号码: 客服 服电 电话 话号 号码) counts by its characters, each
     covered when a pair holding it is present, and two characters weigh as much as one English word: pairs that
     straddle two words (服电) then cost nothing when both words are found, and the missing part reads as asked
-    (号码), not as pairs."""
+    (号码), not as pairs. A noun naming a span of time (window, deadline) is present where the text states one
+    ("within 45 days"): it names what the answer is, not a topic the answer must repeat."""
     if not terms:
         return 1.0, []
     present = terms_of(text)
     folded = fold(text) if any(has_cjk(key) for key in terms) else ""
-    found = {word: key in present or (has_cjk(key) and key in folded) for key, word in terms.items()}
+    span = any(key in _span_keys() for key in terms) and bool(_SPAN_STATED.search(text))
+    found = {word: key in present or (has_cjk(key) and key in folded) or (span and key in _span_keys())
+             for key, word in terms.items()}
     units = covered = 0.0
     missing: list[str] = []
     for chain in _chains(list(terms.values())):
@@ -134,10 +138,18 @@ AnswerType = Literal["number", "date", "person", "place", "yesno", "reason", "ge
 
 _AUXILIARIES = {"is", "are", "was", "were", "do", "does", "did", "can", "could", "will", "would", "should",
                 "has", "have", "had", "may", "must", "shall", "am", "isn't", "aren't", "don't", "doesn't"}
-_QUANTITY_NOUNS = {"cost", "price", "fee", "fees", "percentage", "percent", "amount", "population", "age",
-                   "length", "height", "distance", "limit", "rate", "size", "weight", "temperature", "speed",
-                   "number", "minimum", "maximum", "duration"}
-_TIME_NOUNS = {"hours", "time", "times", "date", "dates", "year", "deadline", "schedule"}
+_ANSWER_NOUNS = read_sections("answer_nouns.txt")
+_QUANTITY_NOUNS, _TIME_NOUNS = set(_ANSWER_NOUNS["quantity"]), set(_ANSWER_NOUNS["time"])
+_SPAN_NOUNS = frozenset(_ANSWER_NOUNS["span"])
+_SPAN_STATED = re.compile(r"\b\d+(?:\.\d+)?\s*(?:-|to)?\s*(?:\d+\s*)?(?:business |working |calendar )?"
+                          r"(?:second|minute|hour|day|week|month|year)s?\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def _span_keys() -> frozenset[str]:
+    return frozenset(term(w) for w in _SPAN_NOUNS)
+
+
 # Cues of the expected answer; the earliest in the question decides ("What happens when ..." is no date).
 _TYPE_CUES: list[tuple[re.Pattern[str], AnswerType]] = [
     (re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy|soon)\b"), "number"),
