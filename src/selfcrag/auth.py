@@ -43,7 +43,7 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth, get_client
 
-from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS, Context
+from selfcrag.context import ASSISTANT_SETTINGS, OPERATOR_SETTINGS, Context, published_settings
 from selfcrag.errors import IdentityError, SettingsError
 from selfcrag.identities import FILE_VARIABLE, Identity, IdentityFile
 from selfcrag.review_case import REVIEWS
@@ -343,6 +343,27 @@ def unknown_settings(context: Any, configurable: dict[str, Any]) -> str:
                      if name not in Context.model_fields)  # fmt: skip
 
 
+def refuse_unpublished(context: Any, configurable: dict[str, Any]) -> None:
+    """Refuse, in one line, a run whose own `context` sets an operator setting the graph does not publish: 422 for
+    a value that is no valid setting, 403 for a value of its own (a run may repeat the operator's value or the
+    default, as a form that sends every field does). The server would drop those keys before the graph's trust
+    boundary sees them (context.published_settings), so the boundary's refusal is given here, in its words, to
+    every caller, the operator too. Only a context the client gave is read, as in `unknown_settings`."""
+    if not isinstance(context, dict) or not configurable.get(CONTEXT_GIVEN):
+        return
+    hidden = {n: v for n, v in context.items() if n in Context.model_fields and n not in published_settings()}
+    if not hidden:
+        return
+    try:
+        asked = Context(**hidden)
+    except SettingsError as exc:
+        raise refuse(422, str(exc)) from None
+    try:
+        resolve(asked, _operator_settings())
+    except SettingsError as exc:
+        raise refuse(403, str(exc)) from None
+
+
 def scope_to_tenant(ctx: Auth.types.AuthContext, kwargs: dict[str, Any]) -> None:
     """Set the run's `tenant` to its caller's, when the caller's identity has one: the run then retrieves only that
     tenant's documents (knowledge/scoped.py). Written where the server reads the run's settings from (its `context`,
@@ -396,6 +417,7 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str] 
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     if misspelt := unknown_settings(kwargs.get("context"), configurable):
         raise refuse(422, f"invalid settings: {misspelt}")
+    refuse_unpublished(kwargs.get("context"), configurable)
     own = kwargs.get("context") or {}
     prompts = isinstance(own, dict) and bool(ASSISTANT_SETTINGS & set(own))  # the graph takes them from runs let in
     if prompts and (changed := changed_by_run(own, await assistant_context(value.get("assistant_id")))):

@@ -9,9 +9,10 @@
 
 Each field declares its kind here; `trust_boundary.py` enforces it at run time.
 
-Studio shows every field with its description, once (`config_schema` is empty); operator fields say so, and are
-published `readOnly`. Defaults come from the environment when set, else from the values below (tuned on the SQuAD
-2.0 dev sample that shared/datasets allows).
+Studio's forms list the settings a run or an assistant may set, each with its description, once (`config_schema`
+is empty): run settings, the system prompts and any operator setting the deployment opened to runs. The other
+operator settings are not published (`published_settings`). Defaults come from the environment when set, else
+from the values below (tuned on the SQuAD 2.0 dev sample that shared/datasets allows).
 """
 
 from __future__ import annotations
@@ -46,12 +47,9 @@ def run(default: Any, description: str, *, cap: str = "", **limits: Any) -> Any:
 
 
 def operator(default: Any, description: str, **limits: Any) -> Any:
-    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps. Published `readOnly` (JSON
-    Schema: the server owns the value), so a form shows it without offering to change it. It stays in the
-    published schema: LangGraph's server drops every key of a run's context the schema does not list, and a client
-    that sends one must get the trust boundary's one-line refusal, not silence."""
-    return Field(default, description=OPERATOR_NOTE + description,
-                 json_schema_extra={"scope": "operator", "readOnly": True}, **limits)  # fmt: skip
+    """A setting only the deployment sets: endpoints, names, paths, deadlines and caps. Not published to a
+    LangGraph server's forms unless the deployment opens it to runs (`published_settings`)."""
+    return Field(default, description=OPERATOR_NOTE + description, json_schema_extra={"scope": "operator"}, **limits)
 
 
 def prompt(name: str) -> Any:
@@ -61,7 +59,12 @@ def prompt(name: str) -> Any:
     fills = ", ".join(f"{{{p}}}" + (" (needed)" if p in shipped.needs else "") for p in shipped.placeholders)
     description = (f"{ASSISTANT_NOTE}System prompt of {shipped.role}; default: the shipped {shipped.version}. "
                    + (f"Placeholders: {fills}; " if fills else "No placeholders; ") + "a literal brace is {{ or }}.")
-    return Field(shipped.text, description=description, json_schema_extra={"scope": "operator", "assistant": True})
+    # Studio offers a prompt for editing on the nodes that send it (`langgraph_nodes`, `langgraph_type`).
+    node = name.removesuffix("_yes_no").removesuffix("_web")
+    nodes = [node, "first_draft"] if node == "generate" else [node]  # plain's draft is a generation too
+    return Field(shipped.text, description=description,
+                 json_schema_extra={"scope": "operator", "assistant": True, "langgraph_nodes": nodes,
+                                    "langgraph_type": "prompt"})  # fmt: skip
 
 
 UNIT: dict[str, Any] = {"ge": 0.0, "le": 1.0}
@@ -484,12 +487,18 @@ class Context(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Every setting with its description: LangGraph publishes this as the graph's `context_schema`."""
+        """The settings a run or an assistant may set, with their descriptions: LangGraph publishes this as the
+        graph's `context_schema`, and Studio's forms list what it lists (`published_settings`)."""
         token = _PUBLISHING.set(True)
         try:
-            return super().model_json_schema(*args, **kwargs)
+            schema = super().model_json_schema(*args, **kwargs)
         finally:
             _PUBLISHING.reset(token)
+        shown = published_settings()
+        schema["properties"] = {n: f for n, f in schema.get("properties", {}).items() if n in shown}
+        if "required" in schema:
+            schema["required"] = [n for n in schema["required"] if n in shown]
+        return schema
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
@@ -590,6 +599,23 @@ OPERATOR_SETTINGS = frozenset(name for name in Context.model_fields if field_tag
 # selfcrag/auth.py refuses a run whose own context changes one, and trust_boundary.resolve takes them from a run
 # that passed that check.
 ASSISTANT_SETTINGS = frozenset(name for name in Context.model_fields if field_tag(name, "assistant"))
+
+
+def published_settings() -> frozenset[str]:
+    """The settings a LangGraph server publishes in the graph's `context_schema`: run settings, assistant settings
+    (the system prompts, for an assistant's form) and the operator settings this deployment opened to runs
+    (`allow_per_run`, read from the environment). The other operator settings are left out: a form listing sixty
+    fields a run is refused for is noise. The server drops a run's context keys its schema does not list, so
+    selfcrag/auth.py refuses a run that sends one with a value of its own (`refuse_unpublished`) before the
+    server would drop it: the client still gets the trust boundary's one line, never silence."""
+    try:
+        opened = set(Context.from_env().allow_per_run)
+    except SettingsError:  # the deployment's settings are broken: every run fails on them, publish the fewest
+        opened = set()
+    return frozenset(n for n in Context.model_fields if n not in OPERATOR_SETTINGS or n in ASSISTANT_SETTINGS
+                     or n in opened)  # fmt: skip
+
+
 # Never opened to runs whatever the operator allows: where keys go, what a run may spend, what it may open.
 NEVER_PER_RUN = frozenset({"base_url", "backend", "generator_model", "grader_model", "verifier", "verifier_url",
                            "llm_timeout", "allow_per_run",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from support.langgraph_server import langgraph_dev
@@ -33,7 +34,11 @@ def run(client, graph_id: str, **kwargs):  # noqa: ANN001, ANN201
     """One run of the graph; (final status, its output or error payload)."""
     (assistant,) = client.assistants.search(graph_id=graph_id)
     thread = client.threads.create()["thread_id"]
-    started = client.runs.create(thread, assistant["assistant_id"], **kwargs)
+    try:
+        started = client.runs.create(thread, assistant["assistant_id"], **kwargs)
+    except httpx.HTTPStatusError as exc:  # an operator setting the graph does not publish: refused at the door
+        assert client.runs.list(thread) == []
+        return "refused", {"__error__": {"error": exc.response.status_code, "message": exc.response.json()["detail"]}}
     output = client.runs.join(thread, started["run_id"])
     return client.runs.get(thread, started["run_id"])["status"], output
 
@@ -74,7 +79,7 @@ def test_enabled_indexer_appends_and_the_graph_answers_from_the_new_document(tmp
         assert (output["unchanged"], output["embedded"]) == (1, 0), error_text(output)
         status, output = run(client, "indexer", input={"documents": documents[:1]},
                              context={"index_dir": str(tmp_path / "elsewhere")})
-        assert status == "error" and "index_dir is an operator setting" in error_text(output)
+        assert status == "refused" and "index_dir is an operator setting" in error_text(output)
         assert not (tmp_path / "elsewhere").exists()
 
 
@@ -89,7 +94,7 @@ def test_indexer_refuses_without_the_operator_switch_and_writes_nothing(tmp_path
         assert "SELFCRAG_ALLOW_INGEST=1" in error_text(output) and "Traceback" not in error_text(output)
         status, output = run(client, "indexer", input={"documents": [{"text": TIDES}]},
                              context={"allow_ingest": True})  # a client cannot switch it on
-        assert status == "error" and "allow_ingest is an operator setting" in error_text(output)
+        assert status == "refused" and "allow_ingest is an operator setting" in error_text(output)
     assert snapshot(index) == before
 
 

@@ -48,15 +48,15 @@ def test_schemas_publish_input_output_and_every_setting_once_with_its_descriptio
     assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
     assert {"answer", "citations", "decision", "confidence", "scores", "missing", "trace", "llm_calls",
             "messages"} <= set(schemas["output_schema"]["properties"])  # fmt: skip
-    # Every setting (the server drops a run's context keys its schema does not list, and an operator setting a
-    # client sends must meet its one-line refusal), the operator's read-only to a form, and once: not again as
-    # config_schema.
+    # What a run or an assistant may set, each with its description, once (not again as config_schema): run
+    # settings and the system prompts; the operator's other settings are not offered (selfcrag/auth.py refuses a
+    # run that sends one, test_server_trust.py).
     published = schemas["context_schema"]["properties"]
-    assert set(published) == set(Context.model_fields)
-    for name, f in Context.model_fields.items():
-        assert published[name]["description"] == f.description, name
-        # assistant settings (the system prompts) are the operator's, but an assistant's form may set them
-        assert published[name].get("readOnly", False) is (name in OPERATOR_SETTINGS - ASSISTANT_SETTINGS), name
+    assert set(published) == set(Context.model_fields) - (OPERATOR_SETTINGS - ASSISTANT_SETTINGS)
+    assert {"k", "domain", "generate_prompt"} <= set(published) and not {"base_url", "index_dir"} & set(published)
+    for name in published:
+        assert published[name]["description"] == Context.model_fields[name].description, name
+        assert "readOnly" not in published[name], name
     assert schemas["config_schema"]["properties"] == {}
 
 

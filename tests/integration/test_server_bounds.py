@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from support.forged import CAP, FORGED, QUESTION, RESTART
@@ -58,12 +59,12 @@ def test_a_run_naming_a_calibration_file_is_refused_in_one_line_without_opening_
         os.mkfifo(path)  # a reader blocks on it for ever: opening it froze the whole server
     thread = client.threads.create()["thread_id"]
     before = len(model.requests)
-    started = client.runs.create(thread, assistant_id, input={"question": QUESTION}, context={"calibration": path})
-    output = client.runs.join(thread, started["run_id"])
-    assert client.runs.get(thread, started["run_id"])["status"] == "error"
-    error = output["__error__"]
-    assert error["message"].startswith("calibration is an operator setting: a run may not choose it")
-    assert path not in error["message"] and "\n" not in error["message"]  # the same line for any file
+    with pytest.raises(httpx.HTTPStatusError) as refused:  # at the door: the graph does not publish calibration
+        client.runs.create(thread, assistant_id, input={"question": QUESTION}, context={"calibration": path})
+    assert refused.value.response.status_code == 403 and client.runs.list(thread) == []
+    message = refused.value.response.json()["detail"]
+    assert message.startswith("calibration is an operator setting: a run may not choose it")
+    assert path not in message and "\n" not in message  # the same line for any file
     assert len(model.requests) == before
     after = client.runs.wait(client.threads.create()["thread_id"], assistant_id, input={"question": QUESTION})
     assert after["decision"]  # the server still answers

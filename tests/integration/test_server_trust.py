@@ -7,6 +7,7 @@ OpenAI-compatible server. A second local server plays the attacker's endpoint th
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from support.langgraph_server import langgraph_dev
@@ -30,9 +31,14 @@ def servers():
 
 
 def run(client, assistant_id, context):  # noqa: ANN001, ANN201
-    """One run; (final status, the run's output or error payload)."""
+    """One run; (final status, the run's output or error payload). A run the server refuses to create (an
+    operator setting it does not publish, refused by selfcrag/auth.py) is ("refused", its 403's one line)."""
     thread = client.threads.create()["thread_id"]
-    started = client.runs.create(thread, assistant_id, input={"question": RETURNS}, context=context)
+    try:
+        started = client.runs.create(thread, assistant_id, input={"question": RETURNS}, context=context)
+    except httpx.HTTPStatusError as exc:
+        assert exc.response.status_code in (403, 422) and client.runs.list(thread) == []  # no run was made
+        return "refused", {"__error__": {"error": "SettingsError", "message": exc.response.json()["detail"]}}
     output = client.runs.join(thread, started["run_id"])
     return client.runs.get(thread, started["run_id"])["status"], output
 
@@ -52,28 +58,29 @@ def test_a_client_cannot_send_runs_or_the_key_to_another_endpoint(servers, conte
     before = len(operator.requests)
     asked = {name: attacker.base_url if value == "ATTACKER" else value for name, value in context.items()}
     status, output = run(client, assistant_id, asked)
-    assert status == "error"
+    assert status == "refused"  # before any run: the server does not publish base_url, selfcrag's door refuses it
     assert "is an operator setting" in error_text(output) or "are operator settings" in error_text(output)
     assert "base_url" in error_text(output)
     assert attacker.requests == []  # nothing, and so no key, went to the client's endpoint
     assert len(operator.requests) == before  # the refused run made no model call at all
 
 
-@pytest.mark.parametrize(("context", "expected"), [
-    ({"index_dir": "/"}, "index_dir is an operator setting"),
-    ({"embeddings": "openai:text-embedding-3-small"}, "embeddings is an operator setting"),
-    ({"max_retrieval_rounds": 2000}, "max_retrieval_rounds=2000 is above this deployment's cap of 5"),
-    ({"max_llm_calls": 100000}, "max_llm_calls=100000 is above this deployment's cap of 40"),
-    ({"k": 10000}, "k=10000 is above this deployment's cap of 20"),
-    ({"max_llm_calls": "abc"}, "max_llm_calls: Input should be a valid integer"),
-    ({"k": -1}, "k: Input should be greater than or equal to 1"),
-    ({"domain": "astrology"}, "domain: Input should be"),
-])  # fmt: skip  (keys outside the context schema never reach the graph: the server drops them)
-def test_operator_settings_caps_and_bad_values_are_refused_in_one_line(servers, context, expected):
+@pytest.mark.parametrize(("context", "expected", "how"), [
+    ({"index_dir": "/"}, "index_dir is an operator setting", "refused"),
+    ({"embeddings": "openai:text-embedding-3-small"}, "embeddings is an operator setting", "refused"),
+    ({"llm_timeout": "abc"}, "llm_timeout: Input should be a valid number", "refused"),
+    ({"max_retrieval_rounds": 2000}, "max_retrieval_rounds=2000 is above this deployment's cap of 5", "error"),
+    ({"max_llm_calls": 100000}, "max_llm_calls=100000 is above this deployment's cap of 40", "error"),
+    ({"k": 10000}, "k=10000 is above this deployment's cap of 20", "error"),
+    ({"max_llm_calls": "abc"}, "max_llm_calls: Input should be a valid integer", "error"),
+    ({"k": -1}, "k: Input should be greater than or equal to 1", "error"),
+    ({"domain": "astrology"}, "domain: Input should be", "error"),
+])  # fmt: skip  (operator settings: refused at the door, before any run; run settings: by the run's first step)
+def test_operator_settings_caps_and_bad_values_are_refused_in_one_line(servers, context, expected, how):
     client, assistant_id, operator, _ = servers
     before = len(operator.requests)
     status, output = run(client, assistant_id, context)
-    assert status == "error"
+    assert status == how
     assert expected in error_text(output)
     assert "Traceback" not in error_text(output)
     assert len(operator.requests) == before

@@ -9,6 +9,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from support.langgraph_server import langgraph_dev
@@ -66,8 +67,9 @@ def test_a_vector_store_named_by_configuration_answers_through_the_graph(server)
 def test_a_run_cannot_name_a_factory_of_its_own(server):
     client, assistant_id, _ = server
     thread = client.threads.create()["thread_id"]
-    started = client.runs.create(thread, assistant_id, input={"question": RETURNS},
-                                 context={"retriever_factory": "os:system", "retriever_kwargs": {"command": "true"}})
-    output = client.runs.join(thread, started["run_id"])
-    assert client.runs.get(thread, started["run_id"])["status"] == "error"
-    assert output["__error__"]["message"].startswith("retriever_factory, retriever_kwargs are operator settings")
+    with pytest.raises(httpx.HTTPStatusError) as refused:  # at the door: neither setting is published
+        client.runs.create(thread, assistant_id, input={"question": RETURNS},
+                           context={"retriever_factory": "os:system", "retriever_kwargs": {"command": "true"}})
+    assert refused.value.response.status_code == 403 and client.runs.list(thread) == []
+    assert refused.value.response.json()["detail"].startswith("retriever_factory, retriever_kwargs are operator "
+                                                              "settings")

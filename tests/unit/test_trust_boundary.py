@@ -144,3 +144,37 @@ def test_every_run_of_a_graph_is_refused_at_its_first_step_and_sees_the_environm
     monkeypatch.delenv("SELFCRAG_CAP_K")
     out = graph.invoke({"question": "How many days do I have to return an item?"}, context={"k": 4})
     assert out["decision"]
+
+
+def test_the_published_schema_lists_what_a_run_or_an_assistant_may_set(monkeypatch):
+    from selfcrag.context import ASSISTANT_SETTINGS
+
+    published = set(Context.model_json_schema()["properties"])
+    assert published == set(Context.model_fields) - (OPERATOR_SETTINGS - ASSISTANT_SETTINGS)
+    monkeypatch.setenv("SELFCRAG_ALLOW_PER_RUN", "index_dir")  # opened to runs: a form offers it
+    assert set(Context.model_json_schema()["properties"]) == published | {"index_dir"}
+
+
+def test_an_unpublished_operator_setting_is_refused_at_the_servers_door_in_the_boundarys_words():
+    from selfcrag.auth import CONTEXT_GIVEN, refuse_unpublished
+
+    given = {CONTEXT_GIVEN: True}
+    with pytest.raises(Exception) as refused:
+        refuse_unpublished({"k": 3, "base_url": "http://attacker.example/v1"}, given)
+    assert refused.value.status_code == 403
+    assert refused.value.detail.startswith("base_url is an operator setting: a run may not choose it")
+    with pytest.raises(Exception) as mistyped:
+        refuse_unpublished({"llm_timeout": "soon"}, given)
+    assert mistyped.value.status_code == 422 and "llm_timeout" in mistyped.value.detail
+    refuse_unpublished({"base_url": "", "index_dir": "", "k": 3}, given)  # a form repeating the defaults: let in
+    refuse_unpublished({"base_url": "http://attacker.example/v1"}, {})  # copied from configurable: not the client's
+
+
+def test_each_system_prompt_is_published_for_studio_on_the_nodes_that_send_it():
+    from selfcrag.context import ASSISTANT_SETTINGS
+    from selfcrag.graph import graph
+
+    published, nodes = Context.model_json_schema()["properties"], set(graph.get_graph().nodes)
+    for name in ASSISTANT_SETTINGS:
+        assert published[name]["langgraph_type"] == "prompt", name
+        assert published[name]["langgraph_nodes"] and set(published[name]["langgraph_nodes"]) <= nodes, name
