@@ -61,7 +61,7 @@ def prompt(name: str) -> Any:
                    + (f"Placeholders: {fills}; " if fills else "No placeholders; ") + "a literal brace is {{ or }}.")
     # Studio offers a prompt for editing on the nodes that send it (`langgraph_nodes`, `langgraph_type`).
     node = name.removesuffix("_yes_no").removesuffix("_web")
-    nodes = [node, "first_draft"] if node == "generate" else [node]  # plain's draft is a generation too
+    nodes: list[Any] = [node, "first_draft"] if node == "generate" else [node]  # plain's draft: a generation too
     return Field(shipped.text, description=description,
                  json_schema_extra={"scope": "operator", "assistant": True, "langgraph_nodes": nodes,
                                     "langgraph_type": "prompt"})  # fmt: skip

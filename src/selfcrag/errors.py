@@ -117,6 +117,19 @@ class CallNotRecorded(SelfcragError, ValueError):
     """A replayed evaluation asked for a model call its calls file does not hold, or the file cannot be read."""
 
 
+class ReplayedFault(SelfcragError, RuntimeError):
+    """A model call that failed when it was recorded, failing again on replay as it did then: the same line for the
+    trace (`described`), the same HTTP status for the code that reads one, and retried only if it was then."""
+
+    def __init__(self, described: str, status_code: int | None = None, retried: bool = False,
+                 note: str = "") -> None:  # fmt: skip
+        super().__init__(described)
+        self.described = described
+        self.status_code = status_code
+        self.retried = retried
+        self.note = note
+
+
 # evaluation/calibrate.py
 class CalibrationDataError(SelfcragError, ValueError):
     """Too few labelled runs, or only one kind of label: nothing to fit. One line."""

@@ -96,6 +96,54 @@ def test_a_miss_can_be_made_live_and_is_recorded(tmp_path: Path):
     assert len((tmp_path / "new.jsonl").read_text().splitlines()) == 1
 
 
+def test_a_call_that_failed_when_recorded_fails_again_on_replay_and_is_retried_only_as_then(tmp_path: Path):
+    from selfcrag.context import Context
+    from selfcrag.llm.calls import call
+
+    settings, replies = Context(llm_timeout=20), iter([Reply.fail(503), yes(None)])
+    recorded = tmp_path / "calls.jsonl"
+    with OpenAIServer(lambda _r: next(replies)) as server, installed(CallFile(recorded)):
+        live = call(model(server), MESSAGES, settings)
+    assert live.error is None and live.calls == 2 and len(server.requests) == 2
+    rows = [json.loads(line) for line in recorded.read_text().splitlines()]
+    assert [("fault" in r, r.get("fault", {}).get("retried")) for r in rows] == [(True, True), (False, None)]
+    assert rows[0]["fault"]["status"] == 503 and rows[0]["key"] == rows[1]["key"]
+    # Replayed against a server that would answer at once: the 503 again, the same retry, the same reply.
+    with OpenAIServer(yes) as other, installed(CallFile(tmp_path / "again.jsonl", recorded)) as calls:
+        replayed = call(model(other), MESSAGES, settings)
+    assert other.requests == [] and calls is not None and calls.hits == 2
+    assert (replayed.error, replayed.calls, replayed.output.content) == (None, 2, "Yes")
+    # A fault it gave up on (a 400 is not worth another try) ends the replayed call the same way, in the same words.
+    with OpenAIServer(lambda _r: Reply.fail(400, "no such model")) as server, installed(CallFile(recorded)):
+        refused = call(model(server), MESSAGES, settings)
+    with OpenAIServer(yes) as other, installed(CallFile(tmp_path / "again.jsonl", recorded)):
+        again = call(model(other), MESSAGES, settings)
+    assert other.requests == [] and refused.calls == again.calls == 1
+    assert again.reason == refused.reason and "400" in again.reason
+
+
+def test_a_reply_that_comes_after_its_call_gave_up_is_not_recorded(tmp_path: Path):
+    import time
+
+    from selfcrag.context import Context
+    from selfcrag.llm.calls import call
+
+    def late(_request: object) -> Reply:
+        time.sleep(1.5)
+        return yes(None)
+
+    recorded = tmp_path / "calls.jsonl"
+    with OpenAIServer(late) as server, installed(CallFile(recorded)):
+        timed_out = call(model(server), MESSAGES, Context(llm_timeout=0.5))
+        time.sleep(2.0)  # the abandoned call finishes in its thread meanwhile
+    assert "TotalTimeoutError" in timed_out.reason
+    rows = [json.loads(line) for line in recorded.read_text().splitlines()]
+    assert ["fault" in r for r in rows] == [True]  # its fault, not the reply the run never read
+    with OpenAIServer(yes) as other, installed(CallFile(tmp_path / "again.jsonl", recorded)):
+        replayed = call(model(other), MESSAGES, Context(llm_timeout=0.5))
+    assert other.requests == [] and replayed.reason == timed_out.reason and replayed.calls == timed_out.calls
+
+
 def test_a_damaged_calls_file_is_one_line(tmp_path: Path):
     bad = tmp_path / "calls.jsonl"
     bad.write_text('{"key": "a", "reply": []}\nnot json\n')

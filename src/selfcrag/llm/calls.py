@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from selfcrag.errors import BudgetSpent, RunTimeSpent, TotalTimeoutError
+from selfcrag.errors import BudgetSpent, ReplayedFault, RunTimeSpent, TotalTimeoutError
+from selfcrag.llm import replay
 from selfcrag.llm.faults import describe, is_transient, retry_after
 from selfcrag.stopping import pause, stopping, watched
 
@@ -168,26 +169,41 @@ def call(runnable: Any, value: Any, settings: Context, config: dict[str, Any] | 
                                                  "is spent: call not made"))  # fmt: skip
         outcome.calls += 1
         began = time.monotonic()
-        try:
-            outcome.output = before(deadline, lambda: runnable.invoke(value, config=config),
-                                    f"{deadline - began:.3g} s ({why})")  # fmt: skip
-            outcome.error = None
-            return outcome
-        except Exception as exc:  # any fault of any provider, RecursionError and MemoryError included
-            outcome.error = exc
-        error = outcome.error
-        if not is_transient(error) or attempt == MODEL_ATTEMPTS:
-            if attempt > 1:
-                outcome.note = f"after {attempt} attempts"
-            return outcome
-        asked = retry_after(error)
-        wait = asked if asked is not None else BACKOFF * 2 ** (attempt - 1)
-        if time.monotonic() + wait >= deadline:
-            outcome.note = (f"the server asked to retry after {asked:g} s, beyond the call's deadline" if asked
-                            is not None else f"no time left before the call's deadline for attempt {attempt + 1}")
+        with replay.attempt() as made:  # what a recording needs to replay this attempt, fault included
+            try:
+                outcome.output = before(deadline, lambda: runnable.invoke(value, config=config),
+                                        f"{deadline - began:.3g} s ({why})")  # fmt: skip
+                outcome.error = None
+                return outcome
+            except Exception as exc:  # any fault of any provider, RecursionError and MemoryError included
+                outcome.error = exc
+            wait = _next_try(outcome, attempt, deadline)
+            made.failed(outcome.error, retried=wait is not None, note=outcome.note)
+        if wait is None:
             return outcome
         pause(wait)  # ends at once when the process is stopping (Ctrl-C, SIGTERM)
     return outcome  # pragma: no cover - the loop returns on its last attempt
+
+
+def _next_try(outcome: Outcome, attempt: int, deadline: float) -> float | None:
+    """Seconds to wait before another attempt after `outcome`'s fault, or None to stop (with a note when the
+    reason is not obvious). A fault replayed from a recording is retried exactly when it was then."""
+    error = outcome.error
+    assert error is not None
+    if isinstance(error, ReplayedFault):
+        outcome.note = error.note
+        return 0.0 if error.retried and attempt < MODEL_ATTEMPTS else None
+    if not is_transient(error) or attempt == MODEL_ATTEMPTS:
+        if attempt > 1:
+            outcome.note = f"after {attempt} attempts"
+        return None
+    asked = retry_after(error)
+    wait = asked if asked is not None else BACKOFF * 2 ** (attempt - 1)
+    if time.monotonic() + wait >= deadline:
+        outcome.note = (f"the server asked to retry after {asked:g} s, beyond the call's deadline" if asked
+                        is not None else f"no time left before the call's deadline for attempt {attempt + 1}")
+        return None
+    return wait
 
 
 def _stopped(outcome: Outcome, reason: Exception) -> Outcome:

@@ -9,6 +9,7 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from selfcrag.errors import ReplayedFault
 from selfcrag.text.redaction import redact
 
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -68,6 +69,8 @@ def _number(raw: Any) -> float | None:
 def describe(exc: BaseException) -> str:
     """One short line for the trace: the exception type and the start of its message, redacted of anything
     key-shaped (a 401 body may echo the key it was sent)."""
+    if isinstance(exc, ReplayedFault):  # the line the recorded fault had
+        return exc.described
     message = redact(" ".join(str(exc)[:400].split()))  # a server may put a whole (huge) body in its error
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
 

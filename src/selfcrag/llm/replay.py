@@ -17,8 +17,13 @@ the same call. A key the file holds more than once (two systems, one prompt) rep
 
 A reply is stored as LangChain's message dict (`message_to_dict`), so what the graders read survives a replay: the
 first-token `logprobs` in `response_metadata`, `usage_metadata` (tokens), tool calls and parsed structure. LangChain
-adds `total_cost: 0` to the usage of a cache hit; the token counts stay. A call that failed (a timeout, a method the
-server refused) is never recorded, so replaying a run that met faults meets them as missing calls.
+adds `total_cost: 0` to the usage of a cache hit; the token counts stay.
+
+A call that failed (a timeout, a 503, a method the server refused) is recorded too, as a `fault`: its line for the
+trace, its HTTP status, and whether calls.py tried it again. Replayed, it fails the same way at once (`ReplayedFault`)
+and is retried only if it was then, so a run that met faults replays to the same decisions. calls.py marks each
+attempt (`attempt`); the lookups made inside it are the calls it rests on. A reply that arrives after its attempt
+gave up (a call abandoned at its deadline, finishing later in its thread) is not recorded: the run never used it.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +45,7 @@ from langchain_core.globals import get_llm_cache, set_llm_cache
 from langchain_core.messages import message_to_dict, messages_from_dict
 from langchain_core.outputs import ChatGeneration, Generation
 
-from selfcrag.errors import CallNotRecorded
+from selfcrag.errors import CallNotRecorded, ReplayedFault
 from selfcrag.prompts.evidence import KEY_HEX, TAGS
 
 # A fence tag with its key, as prompts/evidence.block writes it (the tag names are evidence.TAGS).
@@ -111,9 +118,10 @@ def recorded_calls(path: Path) -> Path:
     return plain if plain.exists() or not (path / "calls.jsonl.gz").exists() else path / "calls.jsonl.gz"
 
 
-def read_calls(path: Path) -> dict[str, list[list[dict[str, Any]]]]:
-    """Each key's recorded replies, in order, from a calls file, gzipped or not (a torn last line is left out).
-    Raises CallNotRecorded (one line) when the file cannot be read or a complete line is not a call."""
+def read_calls(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each key's recorded outcomes, in order, from a calls file, gzipped or not (a torn last line is left out):
+    `{"reply": [...]}` or `{"fault": {...}}`. Raises CallNotRecorded (one line) when the file cannot be read or a
+    complete line is not a call."""
     try:
         data = path.read_bytes()
         if path.suffix == ".gz":
@@ -121,16 +129,56 @@ def read_calls(path: Path) -> dict[str, list[list[dict[str, Any]]]]:
     except (OSError, EOFError) as exc:
         raise CallNotRecorded(f"cannot read recorded calls from {path}: {getattr(exc, 'strerror', None) or exc}") \
             from None
-    calls: dict[str, list[list[dict[str, Any]]]] = {}
+    calls: dict[str, list[dict[str, Any]]] = {}
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            calls.setdefault(str(row["key"]), []).append(list(row["reply"]))
+            entry = {"fault": dict(row["fault"])} if "fault" in row else {"reply": list(row["reply"])}
+            calls.setdefault(str(row["key"]), []).append(entry)
         except (ValueError, KeyError, TypeError):
             raise CallNotRecorded(f"{path} line {number} is not a recorded call") from None
     return calls
+
+
+@dataclass
+class Attempt:
+    """One attempt of one logical call (calls.py): the lookups made inside it, those answered, and whether it is
+    over. A recording learns from it which calls a fault ended, and that a late reply was never used."""
+
+    asked: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)  # (key, described, prompt)
+    answered: set[str] = field(default_factory=set)
+    over: bool = False
+
+    def failed(self, error: BaseException, *, retried: bool, note: str = "") -> None:
+        """The attempt ended with `error`: the installed recording keeps it as each unanswered call's outcome."""
+        self.over = True
+        calls = get_llm_cache()
+        if isinstance(calls, CallFile) and not isinstance(error, CallNotRecorded):
+            calls.record_fault(self, error, retried=retried, note=note)
+
+
+_ATTEMPT: ContextVar[Attempt | None] = ContextVar("selfcrag_call_attempt", default=None)
+
+
+@contextmanager
+def attempt() -> Iterator[Attempt]:
+    """Marks one attempt of a model call: the cache lookups made inside it (in any thread that copied this context)
+    belong to it."""
+    made = Attempt()
+    token = _ATTEMPT.set(made)
+    try:
+        yield made
+    finally:
+        made.over = True
+        _ATTEMPT.reset(token)
+
+
+def _fault(error: BaseException, retried: bool, note: str) -> dict[str, Any]:
+    from selfcrag.llm.faults import describe, status_of
+
+    return {"described": describe(error), "status": status_of(error), "retried": retried, "note": note}
 
 
 class CallFile(BaseCache):
@@ -154,9 +202,11 @@ class CallFile(BaseCache):
             path.unlink(missing_ok=True)
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
+        key, described = call_key(prompt, llm_string)
+        if (made := _ATTEMPT.get()) is not None:
+            made.asked.append((key, described, prompt))
         if self.replay is None:
             return None
-        key, described = call_key(prompt, llm_string)
         with self._lock:
             replies = self._recorded.get(key)
             if not replies:
@@ -170,17 +220,35 @@ class CallFile(BaseCache):
             used = self._used.get(key, 0)
             self._used[key] = used + 1
             self.hits += 1
-            reply = replies[min(used, len(replies) - 1)]
+            entry = replies[min(used, len(replies) - 1)]
+        if "fault" in entry:  # it failed when recorded: it fails again, as then (echoed by `record_fault`)
+            fault = entry["fault"]
+            raise ReplayedFault(str(fault.get("described", "")), fault.get("status"), bool(fault.get("retried")),
+                                str(fault.get("note", "")))  # fmt: skip
+        if made is not None:
+            made.answered.add(key)
         if self._echo:
-            self._write(key, described, prompt, reply)
-        return [_restored(stored) for stored in reply]
+            self._write(key, described, prompt, {"reply": entry["reply"]})
+        return [_restored(stored) for stored in entry["reply"]]
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         key, described = call_key(prompt, llm_string)
-        self._write(key, described, prompt, [_stored(g) for g in return_val])
+        if (made := _ATTEMPT.get()) is not None:
+            if made.over:  # its attempt gave up on it (a deadline): the run never used this reply
+                return
+            made.answered.add(key)
+        self._write(key, described, prompt, {"reply": [_stored(g) for g in return_val]})
 
-    def _write(self, key: str, described: dict[str, Any], prompt: str, reply: Sequence[dict[str, Any]]) -> None:
-        line = json.dumps({"key": key, **described, "messages": _messages(prompt), "reply": list(reply)},
+    def record_fault(self, made: Attempt, error: BaseException, *, retried: bool, note: str = "") -> None:
+        """Each call of `made` that got no reply ended with `error`: kept as its outcome, for a replay to meet."""
+        if self.replay is not None and not self._echo:
+            return
+        for key, described, prompt in made.asked:
+            if key not in made.answered:
+                self._write(key, described, prompt, {"fault": _fault(error, retried, note)})
+
+    def _write(self, key: str, described: dict[str, Any], prompt: str, outcome: dict[str, Any]) -> None:
+        line = json.dumps({"key": key, **described, "messages": _messages(prompt), **outcome},
                           ensure_ascii=False, default=str)  # fmt: skip
         with self._lock, self.path.open("a", encoding="utf-8") as sink:
             sink.write(line + "\n")
