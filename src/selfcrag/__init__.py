@@ -36,6 +36,7 @@ from selfcrag.errors import (
     ModelConfigError,
     QuestionError,
     QuestionFileError,
+    ReplayedFault,
     ResumeError,
     ReviewError,
     RunTimeSpent,
@@ -93,9 +94,9 @@ __all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings
            "DamagedFile", "EmbeddingModelError",
            "EmptyQuestionError", "EvalError", "FakeModelError", "IdentityError", "IngestError", "LeaseLostError",
            "LocalModelError",
-           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ResumeError",
-           "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError", "ThreadBusyError",
-           "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip
+           "MethodUnavailable", "ModelConfigError", "QuestionError", "QuestionFileError", "ReplayedFault",
+           "ResumeError", "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError",
+           "ThreadBusyError", "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip
 
 try:  # one source of truth: pyproject.toml's version, as installed
     __version__ = version("selfcrag")
