@@ -351,7 +351,8 @@ def refuse_unpublished(context: Any, configurable: dict[str, Any]) -> None:
     every caller, the operator too. Only a context the client gave is read, as in `unknown_settings`."""
     if not isinstance(context, dict) or not configurable.get(CONTEXT_GIVEN):
         return
-    hidden = {n: v for n, v in context.items() if n in Context.model_fields and n not in published_settings()}
+    shown = published_settings()
+    hidden = {n: v for n, v in context.items() if n in Context.model_fields and n not in shown}
     if not hidden:
         return
     try:

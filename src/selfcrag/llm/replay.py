@@ -202,8 +202,11 @@ class CallFile(BaseCache):
             path.unlink(missing_ok=True)
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
+        made = _ATTEMPT.get()
+        if self.replay is None and made is None:  # recording outside calls.py: nothing to note before the reply
+            return None
         key, described = call_key(prompt, llm_string)
-        if (made := _ATTEMPT.get()) is not None:
+        if made is not None:
             made.asked.append((key, described, prompt))
         if self.replay is None:
             return None
