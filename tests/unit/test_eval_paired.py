@@ -119,3 +119,21 @@ def test_a_fit_for_scored_drafts_keeps_unvetoed_ungrounded_candidates_and_reads_
     scored = rows_of(records, ungrounded=True)
     assert [r["features"]["grade_top"] for r in scored] == [0.0, 0.8]  # the vetoed one is never a candidate
     assert matrix(scored, ["grade_top"]).tolist() == [[0.8], [0.8]]  # unmeasured: the measured rows' mean
+
+
+def test_a_question_without_an_article_is_a_fold_group_of_its_own():
+    from selfcrag.evaluation.calibrate import folds, rows_of
+
+    # SQuAD questions carry their article; HaluEval's carry none. Mixed, the untitled ones must not all share one
+    # fold (one "" group), and a question's candidates must never be split across folds.
+    listed = [{"answer": "Paris", "confidence": 0.6, "features": {}}, {"answer": "Lyon", "confidence": 0.4,
+                                                                         "features": {}}]
+    records = [rec(str(i), "selfcrag", draft="Paris", group=f"article {i % 3}") for i in range(6)]
+    records += [rec(f"h{i}", "selfcrag", draft="Paris", group="", detail={"candidates": listed}) for i in range(8)]
+    rows = rows_of(records)
+    untitled = [r for r in rows if r["id"].startswith("h")]
+    assert len({r["group"] for r in untitled}) == 8
+    fold_of = {i: k for k, fold in enumerate(folds([r["group"] for r in rows])) for i in fold.tolist()}
+    assert len({fold_of[i] for i, r in enumerate(rows) if r["id"].startswith("h")}) > 1
+    for qid in {r["id"] for r in rows}:
+        assert len({fold_of[i] for i, r in enumerate(rows) if r["id"] == qid}) == 1

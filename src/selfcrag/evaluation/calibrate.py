@@ -65,7 +65,10 @@ def rows_of(records: Sequence[dict[str, Any]], ungrounded: bool = False) -> list
     for record in records:
         if record.get("system") != "selfcrag" or record.get("error"):
             continue
-        base = {"group": record.get("group", ""), "source": str(record.get("source", "")),
+        # Folds hold whole articles; a question without one (HaluEval) is a group of its own, so mixing sets
+        # never puts every untitled question into one fold.
+        group = str(record.get("group") or "") or f"question {record.get('id', '')}"
+        base = {"group": group, "source": str(record.get("source", "")),
                 "impossible": bool(record["is_impossible"]), "id": str(record.get("id", ""))}
         candidates = candidates_of(record)
         if candidates is not None:
@@ -238,7 +241,8 @@ def fit(rows: Sequence[dict[str, Any]], candidates: Sequence[str], l2: float = L
     mean, scale = standardise(x)
     weights, bias = fit_logistic((x - mean) / scale, np.array([r["label"] for r in drafted], dtype=float), l2)
     after = out_of_fold(rows, names, l2)
-    grouped = "context_title" if len({r["group"] for r in rows}) >= 3 else "question"
+    titled = any(not r["group"].startswith("question ") for r in rows)
+    grouped = "context_title" if titled else "question"
     sources = sorted({r.get("source", "") for r in rows})
     by_source = {name: {"questions": sum(1 for r in rows if r.get("source", "") == name),
                         "right": sum(1 for r in rows if r["source"] == name and r["label"]),
