@@ -1,6 +1,6 @@
 """The fault and hostile-input matrix, run as an operator would meet it: every case through real parts, counted.
 
-    .venv/bin/python benchmarks/fault_matrix.py [--fast] [--group NAME ...] [--out FILE]
+    .venv/bin/python benchmarks/fault_matrix.py [--fast] [--group NAME ...] [--set NAME=VALUE ...] [--out FILE]
 
 Each case is a small function in benchmarks/faults/ that goes through one door as a user would (the library, the
 CLI, a real `langgraph dev`, SQLite and a real PostgreSQL) and sets the failure columns that apply to it:
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -80,7 +81,15 @@ def main() -> int:
     cli.add_argument("--group", action="append", default=[], help="only this group (repeatable)")
     cli.add_argument("--case", default="", help="only cases whose name contains this text")
     cli.add_argument("--out", type=Path, help="default benchmarks/results/fault_matrix[_fast].json")
+    cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="an operator's setting for every case, as SELFCRAG_<NAME> (e.g. contested_check=true): "
+                          "the matrix clears the caller's own; recorded in the JSON")  # fmt: skip
     args = cli.parse_args()
+    for pair in args.set:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            cli.error(f"--set {pair!r}: expected NAME=VALUE")
+        os.environ[f"SELFCRAG_{name.strip().upper()}"] = value.strip()
     chosen = [c for c in CASES if (c.fast or not args.fast) and (not args.group or c.group in args.group)
               and args.case in c.name]  # fmt: skip
     started, measured = time.time(), commit()  # the code as it was when the run began
@@ -102,6 +111,7 @@ def main() -> int:
         **measured,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
+        "settings": args.set,  # operator settings every case ran with (--set), beside the defaults
         "columns": MEANING,
         "table": rows,
         "by_set": by_set(outcomes),

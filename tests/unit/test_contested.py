@@ -39,6 +39,15 @@ def test_two_answers_to_the_question_are_contested(text, question):
     ("Refunds take 5 days. Exchanges take 10 days.", "How long do refunds take?"),
     ("A polynomial-time solution would yield another. There is no known polynomial-time solution.",
      "Is there a polynomial-time solution?"),
+    # Quantities of two things in one sentence's coordinated clauses, and two subjects of one verb.
+    ("You have 30 days to return an item. Pack the item with all its accessories, and drop it off within 21 days "
+     "of printing the label.", "How many days do I have to return an item?"),
+    ("Items can be returned within 30 days. Electronics can be returned within 15 days.",
+     "How many days do I have to return an item?"),
+    # A negation in one statement of a sentence denies nothing its other statement says.
+    ("Nonself entities trigger a destructive immune response. Self constituents do not trigger destructive immune "
+     "responses, while nonself entities trigger a destructive immune response.",
+     "What triggers a destructive immune response?"),
 ])
 def test_claims_that_may_both_hold_are_not(text, question):
     assert contested(text, [], question) == [], text

@@ -37,6 +37,8 @@ _CJK = re.compile(f"[{CJK}]")
 _STOPS = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")  # not inside "$5.99"
 _LATIN_NAME = re.compile(r"\b[A-Z][A-Za-z]+\b")
 _CLAUSES = re.compile(r"[,;:，；：]|\bthat\b")
+# Where a sentence joins two statements: each measures its own thing ("..., and drop it off within 21 days").
+_COORDINATED = re.compile(r"[;；]|,\s*(?:and|or|but|while|whereas)\b|，\s*(?:但|而|并且|或者)")
 _NUMBER_AFTER = re.compile(r"\s*(?:[$€£¥]\s*)?(?:\d|[零一二两三四五六七八九十百千万])")
 SAME_STATEMENT = 0.66  # share of the shorter sentence's content words the other holds, for a negation to contradict
 _EN_NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|nothing|neither|nor|without)\b|n't\b", re.I)
@@ -93,6 +95,8 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
     qa, qb = quantities(a), quantities(b)
     for x in qa:
         for y in qb:
+            if not (_measures(a, x, asked) & _measures(b, y, asked)):
+                continue  # two quantities of other things ("30 days to return" / "21 days of printing the label")
             if _comparable(x, y) and not _scaled(x).overlaps(_scaled(y)):
                 return f'"{x.written}" against "{y.written}"'
             if _is_money(x.dimension) and _is_money(y.dimension) and min(x.high, y.high) == 0 < max(x.high, y.high):
@@ -106,15 +110,27 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
                 any(q.dimension not in {p.dimension for p in own} for q in amounts)
                 or w.patterns["bounded"].search(other)):
             return "unlimited against a limit"
-    na, nb = _negated(a), _negated(b)
     # Chinese terms are character pairs: a negation changes the pairs around it, so two statements cannot be
-    # matched closely enough to call one the other's negation (tried on the sample's Chinese questions)
-    if na != nb and not _CJK.search(a + b):
-        sa, sb = _statement(a), _statement(b)
-        shorter = min(len(sa), len(sb))
-        if shorter and len(sa & sb) / shorter >= SAME_STATEMENT:
-            return "one says no where the other says yes"
+    # matched closely enough to call one the other's negation (tried on the sample's Chinese questions).
+    # Statement by statement: "self constituents do not trigger it, while nonself entities trigger it" denies
+    # nothing that "nonself entities trigger it" says.
+    if not _CJK.search(a + b):
+        for x in _COORDINATED.split(a):
+            for y in _COORDINATED.split(b):
+                if _negated(x) != _negated(y):
+                    sx, sy = _statement(x), _statement(y)
+                    shorter = min(len(sx), len(sy))
+                    if shorter and len(sx & sy) / shorter >= SAME_STATEMENT:
+                        return "one says no where the other says yes"
     return ""
+
+
+def _measures(sentence: str, q: Quantity, asked: set[str] | frozenset[str]) -> set[str]:
+    """The question's words in the part of the sentence that holds the quantity: a coordinated clause ("..., and
+    drop it off within 21 days of printing the label") measures its own thing, not the sentence's first subject."""
+    parts = _COORDINATED.split(sentence)
+    holding = next((part for part in parts if q.written in part), sentence)
+    return (terms_of(holding) - terms_of(q.written)) & set(asked)
 
 
 def _scoped(sentence: str) -> bool:
@@ -153,9 +169,8 @@ def _other_kinds(a: str, b: str, shared: set[str] | frozenset[str]) -> bool:
             return True
         names_a, names_b = _LATIN_NAME.findall(a), _LATIN_NAME.findall(b)  # "Basic 会员" / "Plus 会员"
         return bool(names_a and names_b and names_a[0] != names_b[0])
-    before_a, before_b = _word_before(a, shared), _word_before(b, shared)
-    kinds = {before_a, before_b} - words().not_a_kind - {""}
-    return len(kinds) == 2
+    before_a, before_b = _words_before(a, shared), _words_before(b, shared)
+    return bool(before_a and before_b and not before_a & before_b)
 
 
 def _chars_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
@@ -166,10 +181,16 @@ def _chars_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
     return before if len(before) == 2 and all(_CJK.match(c) for c in before) else ""
 
 
-def _word_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
-    tokens = words_of(sentence.lower())
-    first = next((i for i, token in enumerate(tokens) if term(token) in shared), 0)
-    return tokens[first - 1] if first and tokens[first - 1] not in STOPWORDS else ""
+def _words_before(sentence: str, shared: set[str] | frozenset[str]) -> set[str]:
+    """What the sentence names before the first word the two share: its own kind of the thing ("express"), or
+    its subject when the shared word is what is done to it ("Electronics can be returned" / "Items can be
+    returned"), within its clause. Words that name no kind ("the real fee", "say that") are left out."""
+    for clause in _CLAUSES.split(sentence):
+        tokens = words_of(clause.lower())
+        first = next((i for i, token in enumerate(tokens) if term(token) in shared), None)
+        if first is not None:
+            return {term(t) for t in tokens[:first] if t not in STOPWORDS and t not in words().not_a_kind} - {""}
+    return set()
 
 
 def _statement(sentence: str) -> frozenset[str]:
