@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['wrong_drafts']:>14}{c['wrong_contested']:>11}")
     for alarm in alarms:
         first = alarm["contested"][0]
-        print(f"- {alarm['question']}\n    {alarm['answer'][:160]}\n    against: {first['other'][:160]} ({first['why']})")
+        print(f"- {alarm['question']}\n    {alarm['answer'][:160]}\n"
+              f"    against: {first['other'][:160]} ({first['why']})")
     print(f"wrote {args.out}")
     return 0
 
