@@ -48,6 +48,10 @@ def test_two_answers_to_the_question_are_contested(text, question):
     ("Nonself entities trigger a destructive immune response. Self constituents do not trigger destructive immune "
      "responses, while nonself entities trigger a destructive immune response.",
      "What triggers a destructive immune response?"),
+    # A capitalised "No" inside a sentence is a name, not a negation.
+    ('"Friends in Low Places" is a song by Garth Brooks. The song "Friends in Low Places" by Garth Brooks was the '
+     "lead single on the album No Fences.", "Who performed the lead single on the album Friends in Low Places, No "
+     "Fences, that reached #1 on Billboard?"),
 ])
 def test_claims_that_may_both_hold_are_not(text, question):
     assert contested(text, [], question) == [], text

@@ -203,7 +203,11 @@ def _statement(sentence: str) -> frozenset[str]:
 
 
 def _negated(sentence: str) -> bool:
-    return bool(_EN_NEGATION.search(sentence)) or any(n in sentence for n in words().zh_negation)
+    """Whether the statement holds a negation. A capitalised "No" inside a sentence is part of a name (the album
+    "No Fences"), not a negation."""
+    english = any(m.group()[0].islower() or not sentence[: m.start()].strip(" \"'“‘(")
+                  for m in _EN_NEGATION.finditer(sentence))  # fmt: skip
+    return english or any(n in sentence for n in words().zh_negation)
 
 
 def _is_money(dimension: str) -> bool:
