@@ -14,8 +14,9 @@ Writes `src/selfcrag/data/calibration/model_<model>.json` (the generator model n
 `quality/calibration.shipped` reads it for that model) and `benchmarks/results/model_fit_<model>.json`, and prints:
 the fit's grouped-CV AUROC among all candidates; each question decided again from its candidates' cross-validated
 probabilities at the cost's floor p >= c / (1 + c) beside the runs' own decision and plain RAG; AUROC among the
-answers shown and among each question's best draft; the ceiling: the best floor chosen with the answers known; and
-each feature's own AUROC among the drafts.
+answers shown and among each question's best draft; the ceiling: the best floor chosen with the answers known;
+each feature's own AUROC among the drafts; and, given two or more folders, each folder decided by the same features
+fitted on the others (does the fit carry from one corpus to another?).
 Use tuning records only (the SQuAD dev sample, the other questions of its 8 articles, HaluEval).
 """
 
@@ -27,11 +28,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import provenance  # noqa: E402
 
 from selfcrag.errors import CalibrationDataError  # noqa: E402
-from selfcrag.evaluation.calibrate import chosen, fit, rows_of, write  # noqa: E402
+from selfcrag.evaluation.calibrate import chosen, fit, fit_logistic, log_loss, matrix, rows_of, standardise, write  # noqa: E402,E501
 from selfcrag.evaluation.calibrate import provenance as data_provenance  # noqa: E402
 from selfcrag.evaluation.metrics import auroc, effective_reliability  # noqa: E402
 from selfcrag.evaluation.refit import read_records  # noqa: E402
@@ -98,6 +101,26 @@ def plain_of(records: list[dict[str, Any]], ids: set[str]) -> dict[str, Any]:
             **{f"phi_{c}": round(effective_reliability(right, wrong, len(plain), c) or 0.0, 4) for c in (0, 1, 3)}}
 
 
+def one_folder_out(rows: list[dict[str, Any]], names: list[str], folder_of: dict[str, str],
+                   floor: float) -> dict[str, Any]:
+    """Each folder decided by a fit of `names` on the other folders' rows: whether the features carry from one
+    corpus to another (SQuAD's paragraphs to HaluEval's and back), which grouped CV within a mix cannot show."""
+    found: dict[str, Any] = {}
+    for held in sorted(set(folder_of.values())):
+        train = [r for r in rows if r["drafted"] and folder_of[r["id"]] != held]
+        test = [r for r in rows if folder_of[r["id"]] == held]
+        x = matrix(train, names)
+        mean, scale = standardise(x)
+        weights, bias = fit_logistic((x - mean) / scale, np.array([r["label"] for r in train], dtype=float))
+        z = ((matrix(test, names) - mean) / scale) @ weights + bias
+        p = [float(v) if r["drafted"] else 0.0 for v, r in zip(1 / (1 + np.exp(-z)), test, strict=True)]
+        drafted = [(v, float(r["label"])) for v, r in zip(p, test, strict=True) if r["drafted"]]
+        found[held] = {**decided(test, p, floor), "trained_on": len(train),
+                       "log_loss": round(float(log_loss(np.array([v for v, _ in drafted]),
+                                                        np.array([y for _, y in drafted]))), 4)}
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     cli.add_argument("records", nargs="+", type=Path, help="`selfcrag eval` folders of the model on tuning data")
@@ -136,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
               "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
               "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
               "plain": plain_of(records, ids), "auroc_alone": alone(rows)}  # fmt: skip
+    if len(args.records) > 1:  # which corpus each question came from
+        folder_of = {str(r["id"]): folder.name for folder in args.records for r in read_records([folder])}
+        result["one_folder_out"] = one_folder_out(rows, list(fitted["model"]["features"]), folder_of, floor)
     target = args.results or RESULTS / f"model_fit_{model}.json"
     target.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     checked = fitted["cross_validation"]
@@ -150,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<22}{row['right']:>6}{row['wrong']:>6}{row['phi_1']:>8.3f}{row['phi_3']:>8.3f}"
               f"{shown(row.get('auroc_shown')):>13}{shown(row.get('auroc_drafts')):>14}"
               f"{shown(row.get('right_drafts')):>14}{shown((row.get('ceiling') or {}).get('phi_at_cost')):>13}")
+    for held, row in (result.get("one_folder_out") or {}).items():
+        print(f"{held} decided by a fit of the same features on the other folders: {row['right']} right, "
+              f"{row['wrong']} wrong, Phi_1 {row['phi_1']:.3f}, AUROC among drafts {shown(row['auroc_drafts'])}, "
+              f"log-loss {row['log_loss']:.3f}")
     print("each feature alone, AUROC among drafts (its declared direction): " + ", ".join(
         f"{name} {value:.3f}" for name, value in list(result["auroc_alone"].items())[:8]))
     print(f"wrote {out} and {target}")

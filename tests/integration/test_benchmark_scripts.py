@@ -190,6 +190,14 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     assert load(out).features == tuple(written["features"])  # a file the graph can use
     mixed = script(str(BENCHMARKS / "model_fit.py"), str(records), str(tmp_path))  # no run.json there
     assert mixed.returncode == 2 and "one generator model" in mixed.stderr and "Traceback" not in mixed.stderr
+    # Two corpora: each is also decided by the same features fitted on the other alone.
+    halueval = records.parent / "eval_halueval_openai-qwen2.5-coder-0.5b"
+    both = script(str(BENCHMARKS / "model_fit.py"), str(records), str(halueval), "--out", str(out), "--results",
+                  str(results))  # fmt: skip
+    assert both.returncode == 0, both.stderr[-2000:]
+    across = json.loads(results.read_text(encoding="utf-8"))["one_folder_out"]
+    assert {name: row["questions"] for name, row in across.items()} == {records.name: 120, halueval.name: 80}
+    assert all(0 < row["log_loss"] < 1 and row["trained_on"] > 0 for row in across.values())
 
 
 def test_eval_replay_redecides_a_recorded_model_eval_with_no_model_request(tmp_path):
