@@ -235,3 +235,34 @@ def test_eval_replay_redecides_a_recorded_model_eval_with_no_model_request(tmp_p
                      "--results", str(tmp_path / "none.json"))  # fmt: skip
     assert missing.returncode != 0 and "the replayed eval failed" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_contested_false_alarms_counts_right_drafts_the_check_would_veto(tmp_path):
+    index, folder = tmp_path / "index", tmp_path / "eval_toy"
+    index.mkdir()
+    folder.mkdir()
+    chunks = {"returns#0": "Items can be returned within 30 days. Pack the item, and drop it off within 21 days of "
+                           "printing the label.",
+              "vouchers#0": "Vouchers can be returned within 30 days. Vouchers can be returned within 90 days."}
+    (index / "chunks.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in chunks.items()),
+                                        encoding="utf-8")  # fmt: skip
+
+    def selfcrag(qid: str, question: str, chunk: str, answer: str, gold: str) -> dict:
+        trace = [{"node": "retrieve", "passages": str([{"id": chunk, "score": 0.9}])}]
+        return {"id": qid, "system": "selfcrag", "question": question, "answers": [gold], "is_impossible": False,
+                "trace": trace, "detail": {"candidates": [{"round": 1, "plain": True, "answer": answer}]}}
+
+    records = [selfcrag("1", "How many days do I have to return an item?", "returns#0",
+                        "Items can be returned within 30 days [doc_1].", "30"),
+               selfcrag("2", "How many days do I have to return a voucher?", "vouchers#0",
+                        "Vouchers can be returned within 30 days [doc_1].", "30")]  # fmt: skip
+    (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "alarms.json"
+    done = script(str(BENCHMARKS / "contested_false_alarms.py"), str(folder), "--index", str(index), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["command"].startswith("benchmarks/contested_false_alarms.py")
+    assert written["folders"]["eval_toy"] == {"questions": 2, "right_drafts": 2, "right_contested": 1,
+                                                   "wrong_drafts": 0, "wrong_contested": 0, "plain_right": 2,
+                                                   "plain_right_contested": 1}  # fmt: skip
+    assert [a["id"] for a in written["false_alarms"]] == ["2"]  # its passage gives the question two answers
