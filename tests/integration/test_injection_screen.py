@@ -37,11 +37,12 @@ def obeys(question: str, evidence: list[tuple[str, str]]) -> str:
     return " ".join(f"{s} [{ident}]" for ident, text in evidence for s in split_sentences(text))
 
 
-def run(screen: bool, text: str = TEXT) -> tuple[dict, OpenAIServer]:
+def run(screen: bool, text: str = TEXT, contested: bool = True) -> tuple[dict, OpenAIServer]:
     model = Plausible(relevant=lambda question, text: True, answer=obeys, planted=lambda text: "Whoever" in text)
     with OpenAIServer(model.responder()) as server:
         llm = ChatOpenAI(base_url=server.base_url, api_key="test", model="test-model", max_retries=0, timeout=10)
-        graph = build_graph(model_components(llm, retriever=Shelf(text)), settings={"injection_screen": screen})
+        graph = build_graph(model_components(llm, retriever=Shelf(text)),
+                            settings={"injection_screen": screen, "contested_check": contested})
         result: dict = graph.invoke({"question": QUESTION})
     return result, server
 
@@ -73,9 +74,13 @@ def test_each_text_is_asked_once_and_read_back_from_the_cache() -> None:
 
 
 def test_the_screen_is_off_unless_the_operator_turns_it_on() -> None:
-    result, server = run(screen=False, text=TEXT + " Not screened.")
+    # The screen alone: with the contested-claim check off too, nothing else stops this phrasing.
+    result, server = run(screen=False, text=TEXT + " Not screened.", contested=False)
     assert server.asking("You screen text") == []
     assert "refunded in cash" in result["answer"].replace("cannot be refunded", "")  # what the screen is for
+    # With the check (on by default), the claim the sentence planted contradicts the passage: withheld.
+    checked, _ = run(screen=False, text=TEXT + " Not screened, checked.")
+    assert "refunded in cash" not in checked["answer"].replace("cannot be refunded", "")
 
 
 def test_a_passage_flagged_only_as_a_whole_goes_whole_and_a_flagged_sentence_keeps_its_line() -> None:
