@@ -115,10 +115,10 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
     # Statement by statement: "self constituents do not trigger it, while nonself entities trigger it" denies
     # nothing that "nonself entities trigger it" says.
     if not _CJK.search(a + b):
-        for x in _COORDINATED.split(a):
-            for y in _COORDINATED.split(b):
-                if _negated(x) != _negated(y):
-                    sx, sy = _statement(x), _statement(y)
+        for part_a in _COORDINATED.split(a):
+            for part_b in _COORDINATED.split(b):
+                if _negated(part_a) != _negated(part_b):
+                    sx, sy = _statement(part_a), _statement(part_b)
                     shorter = min(len(sx), len(sy))
                     if shorter and len(sx & sy) / shorter >= SAME_STATEMENT:
                         return "one says no where the other says yes"
@@ -169,8 +169,8 @@ def _other_kinds(a: str, b: str, shared: set[str] | frozenset[str]) -> bool:
             return True
         names_a, names_b = _LATIN_NAME.findall(a), _LATIN_NAME.findall(b)  # "Basic 会员" / "Plus 会员"
         return bool(names_a and names_b and names_a[0] != names_b[0])
-    before_a, before_b = _words_before(a, shared), _words_before(b, shared)
-    return bool(before_a and before_b and not before_a & before_b)
+    named_a, named_b = _words_before(a, shared), _words_before(b, shared)
+    return bool(named_a and named_b and not named_a & named_b)
 
 
 def _chars_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
