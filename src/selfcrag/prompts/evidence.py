@@ -1,21 +1,19 @@
 """Retrieved text as it goes into a prompt: fenced as data, and cut to a token budget.
 
-Retrieved text may contain instructions ("ignore previous instructions ..."). Every block of it is fenced with a key
-the text cannot know: `<evidence-3f9a07c2 id="doc_1">` ... `</evidence-3f9a07c2>`, the key drawn for each prompt
-from its content and a secret of this process, or at random (`fence_key`), and every system prompt says that what is
-inside such a fence is data, never instructions (`DATA_NOTICE`). A text cannot close (or open) a fence itself:
-markup of our tags inside it is escaped, with any key or none, also when spaces or invisible characters follow the
-bracket (`< /evidence>`, a zero-width space before the slash) or the bracket is full-width (`＜/evidence>`): a model
-may read those as the tag too. Everything else stays verbatim, so a model can quote the evidence exactly. (Sentences
-that address the assistant are removed before they get here, by `quality/injection.py`; the fence is the next line
-of defence.) The key is in the user message only: the system prompt stays the same for every call, so a server's
-prompt cache keeps it.
+Retrieved text may contain instructions ("ignore previous instructions ..."). Every block of it is fenced with a
+key the text cannot know: `<evidence-3f9a07c2 id="doc_1">` ... `</evidence-3f9a07c2>`, the key drawn at random for
+each prompt (`fence_key`), and every system prompt says that what is inside such a fence is data, never
+instructions (`DATA_NOTICE`). A text cannot close (or open) a fence itself: markup of our tags inside it is
+escaped, with any key or none, also when spaces or invisible characters follow the bracket (`< /evidence>`, a
+zero-width space before the slash) or the bracket is full-width (`＜/evidence>`): a model may read those as the tag
+too. Everything else stays verbatim, so a model can quote the evidence exactly. (Sentences that address the
+assistant are removed before they get here, by `quality/injection.py`; the fence is the next line of defence.)
+The key is in the user message only: the system prompt stays the same for every call, so a server's prompt cache
+keeps it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 import secrets
 from collections.abc import Iterable
@@ -32,18 +30,9 @@ _OUR_MARKUP = re.compile(rf"[<\uff1c\ufe64]({_GAP}/?{_GAP}(?:{'|'.join(TAGS)})\b
 KEY_HEX = 8  # hex digits of a fence key: 4 bytes, one in four billion for a text that guesses
 
 
-# Drawn once per process: a fence key derived from it and a prompt's content is one no text can know.
-_SECRET = secrets.token_bytes(32)
-
-
-def fence_key(*content: str) -> str:
-    """The key of one prompt's fences (every block of the prompt shares it): with the prompt's `content`, derived
-    from it and this process's secret, so the same prompt gets the same key and is the same request (plain RAG's
-    draft and the graph's first draft: a small model's answer changes with the key's tokens); without, random."""
-    if not content:
-        return secrets.token_hex(KEY_HEX // 2)
-    digest = hmac.new(_SECRET, "\0".join(content).encode("utf-8", "surrogatepass"), hashlib.sha256)
-    return digest.hexdigest()[:KEY_HEX]
+def fence_key() -> str:
+    """A fresh random key for one prompt's fences (every block of the prompt shares it)."""
+    return secrets.token_hex(KEY_HEX // 2)
 
 
 def _attr(value: str) -> str:
