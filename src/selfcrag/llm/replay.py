@@ -78,8 +78,9 @@ def call_key(prompt: str, llm_string: str) -> tuple[str, dict[str, Any]]:
 
 
 def unfenced(prompt: str) -> str:
-    """The prompt with every fence key (prompts/evidence.py: a random code drawn for each prompt, so no document can
-    close its fence) replaced by one placeholder: the same question over the same evidence is the same call."""
+    """The prompt with every fence key (prompts/evidence.py: a hash of what the prompt shows; recordings made before
+    it was drew one at random) replaced by one placeholder: the same question over the same evidence is the same
+    call, in recordings of either kind."""
     return FENCE_KEY.sub(r"\1-KEY", prompt)
 
 

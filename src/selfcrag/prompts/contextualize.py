@@ -19,7 +19,7 @@ CONTEXTUALIZE = PROMPTS["contextualize"].version
 
 
 def contextualize(question: str, history: list[Turn], settings: Context) -> list[BaseMessage]:
-    key = fence_key()
+    key = fence_key(question, *(turn["content"] for turn in history))
     system = system_text(settings, "contextualize")
     shown = []
     for i, turn in enumerate(history, 1):

@@ -107,7 +107,8 @@ def generation_prompt(question: str, strips: list[Strip], settings: Context, avo
     system = system_text(settings, "generate")
     lines = [system, TASKS[task], FOCUS[mode]] if guided else [system]
     messages: list[BaseMessage] = [SystemMessage("\n\n".join(lines))]
-    key = fence_key()
+    # The same question and evidence make the same request: plain RAG's draft and the first draft agree.
+    key = fence_key(question, *(strip["text"] for strip in kept), *(avoid or []))
     if settings.few_shot:
         for evidence, asked, answer in FEW_SHOT:
             messages += [HumanMessage(example(evidence, asked, key)), AIMessage(answer)]
