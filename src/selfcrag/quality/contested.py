@@ -41,6 +41,9 @@ _CLAUSES = re.compile(r"[,;:，；：]|\bthat\b")
 _COORDINATED = re.compile(r"[;；]|,\s*(?:and|or|but|while|whereas)\b|，\s*(?:但|而|并且|或者)")
 _NUMBER_AFTER = re.compile(r"\s*(?:[$€£¥]\s*)?(?:\d|[零一二两三四五六七八九十百千万])")
 SAME_STATEMENT = 0.66  # share of the shorter sentence's content words the other holds, for a negation to contradict
+# Content words two statements must share for one to be the other's negation: one shared word is a topic ("you will
+# not be charged again" / "your first charge is prorated"), not a statement.
+SHARED_WORDS = 2
 _EN_NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|nothing|neither|nor|without)\b|n't\b", re.I)
 
 
@@ -103,10 +106,10 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
                 return f'"{x.written}" against "{y.written}"'  # nothing is nothing in any currency
     w = words()
     for one, other, own, amounts in ((a, b, qa, qb), (b, a, qb, qa)):
-        if w.patterns["free"].search(one) and not any(_is_money(q.dimension) and q.high > 0 for q in own) and any(
+        if _free_of_charge(one, other) and not any(_is_money(q.dimension) and q.high > 0 for q in own) and any(
                 q.high > 0 and _is_money(q.dimension) for q in amounts):
             return "free against a price"
-        if w.patterns["unlimited"].search(one) and not w.patterns["unlimited"].search(other) and (
+        if _said_of(one, "unlimited", other) and not w.patterns["unlimited"].search(other) and (
                 any(q.dimension not in {p.dimension for p in own} for q in amounts)
                 or w.patterns["bounded"].search(other)):
             return "unlimited against a limit"
@@ -117,12 +120,34 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
     if not _CJK.search(a + b):
         for part_a in _COORDINATED.split(a):
             for part_b in _COORDINATED.split(b):
-                if _negated(part_a) != _negated(part_b):
+                if _negated(part_a) != _negated(part_b) and not _other_kinds(part_a, part_b, shared):
                     sx, sy = _statement(part_a), _statement(part_b)
                     shorter = min(len(sx), len(sy))
-                    if shorter and len(sx & sy) / shorter >= SAME_STATEMENT:
+                    if len(sx & sy) >= SHARED_WORDS and len(sx & sy) / shorter >= SAME_STATEMENT:
                         return "one says no where the other says yes"
     return ""
+
+
+def _free_of_charge(sentence: str, other: str) -> bool:
+    """Whether a clause says that what `other` prices costs nothing. "Free" with a time in its clause is a free
+    period ("so you get two months free", "free for 30 days"): a discount on a price, which the price does not
+    contradict."""
+    return any(not any(q.dimension == "time" for q in quantities(clause)) and _said_of(clause, "free", other)
+               for clause in _CLAUSES.split(sentence))  # fmt: skip
+
+
+def _said_of(clause: str, kind: str, other: str) -> bool:
+    """Whether the clause says a word of `kind` ("free", "unlimited") of what `other` speaks of. Before a noun the
+    word names what it is said of ("unlimited free express shipping"): another thing than the other sentence's
+    ("Plus costs $19 per month"), unless the other names it too."""
+    spoken_of = terms_of(other)
+    for found in words().patterns[kind].finditer(clause):
+        after = words_of(clause[found.end() :].lower())[:3]
+        if not after or after[0] in STOPWORDS:  # "shipping is free", "free for members": said of the subject
+            return True
+        if {term(t) for t in after if t not in STOPWORDS} & spoken_of:
+            return True
+    return False
 
 
 def _measures(sentence: str, q: Quantity, asked: set[str] | frozenset[str]) -> set[str]:
@@ -169,8 +194,9 @@ def _other_kinds(a: str, b: str, shared: set[str] | frozenset[str]) -> bool:
             return True
         names_a, names_b = _LATIN_NAME.findall(a), _LATIN_NAME.findall(b)  # "Basic 会员" / "Plus 会员"
         return bool(names_a and names_b and names_a[0] != names_b[0])
-    named_a, named_b = _words_before(a, shared), _words_before(b, shared)
-    return bool(named_a and named_b and not named_a & named_b)
+    # Each names a word before it that the other does not hold at all ("Plus costs $19" / "Basic costs $9").
+    named_a, named_b = _words_before(a, shared) - terms_of(b), _words_before(b, shared) - terms_of(a)
+    return bool(named_a and named_b)
 
 
 def _chars_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
