@@ -142,6 +142,8 @@ def _said_of(clause: str, kind: str, other: str) -> bool:
     ("Plus costs $19 per month"), unless the other names it too."""
     spoken_of = terms_of(other)
     for found in words().patterns[kind].finditer(clause):
+        if _CJK.search(clause):
+            return True  # English word order only: Chinese writes the thing into the word (免运费)
         after = words_of(clause[found.end() :].lower())[:3]
         if not after or after[0] in STOPWORDS:  # "shipping is free", "free for members": said of the subject
             return True
