@@ -283,12 +283,11 @@ class Context(BaseModel):
         "and the confidence. Absolute words are checked either way.",
     )
     contested_check: bool = operator(
-        False,
+        True,
         "Veto a draft that another sentence of the draft, or of a passage it cites, answers differently "
-        "(quality/contested.py: what an obeyed planted instruction does to an answer). Off by default: it vetoes "
-        "none of the right tuning drafts (benchmarks/results/contested_false_alarms.json), but on the sample it "
-        "still withholds two right offline answers (\"two months free\" read as free against a price, \"no "
-        "matter which day\" as a negation).",
+        "(quality/contested.py: what an obeyed planted instruction does to an answer). On tuning data it vetoed "
+        "none of the right drafts (benchmarks/results/contested_false_alarms.json). Off for a corpus whose documents "
+        "rightly give one question several answers (an abstention then says its evidence answers otherwise).",
     )
     refine_with: Literal["scores", "llm"] = operator(
         "scores",
