@@ -37,6 +37,7 @@ from selfcrag.errors import CalibrationDataError  # noqa: E402
 from selfcrag.evaluation.calibrate import chosen, fit, fit_logistic, log_loss, matrix, rows_of, standardise, write  # noqa: E402,E501
 from selfcrag.evaluation.calibrate import provenance as data_provenance  # noqa: E402
 from selfcrag.evaluation.metrics import auroc, effective_reliability  # noqa: E402
+from selfcrag.evaluation.paired import differences  # noqa: E402
 from selfcrag.evaluation.refit import read_records  # noqa: E402
 from selfcrag.quality.calibration import FEATURES, QUESTION_WORDING, model_file  # noqa: E402
 from selfcrag.quality.thresholds import PRESETS, show_floor  # noqa: E402
@@ -45,6 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CALIBRATIONS = ROOT / "src" / "selfcrag" / "data" / "calibration"
 RESULTS = ROOT / "benchmarks" / "results"
 LEFT_OUT = {*QUESTION_WORDING, "verifier"}
+# Questions that must hold a correction's draft before the records may say whether corrections pay: fewer is not a
+# measurement (a budget of plain's draft and its checks leaves one or two, from a decline asked again).
+MIN_CORRECTED = 20
 
 
 def decided(rows: list[dict[str, Any]], p: list[float], floor: float) -> dict[str, Any]:
@@ -60,6 +64,44 @@ def decided(rows: list[dict[str, Any]], p: list[float], floor: float) -> dict[st
             **{f"phi_{c}": round(effective_reliability(right, len(shown) - right, n, c) or 0.0, 4) for c in (0, 1, 3)},
             "auroc_shown": auroc([v for v, _ in shown], [r for _, r in shown]),
             "auroc_drafts": auroc([v for v, _ in drafts], [r for _, r in drafts])}  # fmt: skip
+
+
+def outcomes(rows: list[dict[str, Any]], p: list[float], floor: float) -> list[dict[str, Any]]:
+    """Per question, as `evaluation/paired.differences` reads records: whether its most probable candidate was shown
+    (it reaches `floor`) and whether it was right."""
+    picked, best = chosen(rows, p)
+    return [{"id": f"{row['source']}/{row['id']}", "answered": row["drafted"] and value >= floor,
+             "correct": row["drafted"] and value >= floor and bool(row["label"])}
+            for row, value in zip(picked, best, strict=True)]  # fmt: skip
+
+
+def corrections(rows: list[dict[str, Any]], p: list[float], floor: float, cost: float) -> dict[str, Any] | None:
+    """Did correcting pay? Each question decided from plain's draft alone (the run as it would end with corrections
+    off) against the same question decided from all its candidates, with the same probabilities, paired over the
+    questions with a bootstrap interval. `pay`: the corrections raised Phi at `cost`. None when fewer than
+    MIN_CORRECTED questions hold a correction's candidate (runs made with a budget of plain's draft and its checks
+    say nothing about corrections: a decline asked again is all they hold)."""
+    corrected_questions = {(r["source"], r["id"]) for r in rows if r["drafted"] and not r["features"].get("plain_draft")}
+    if len(corrected_questions) < MIN_CORRECTED:
+        return None
+    keep = [i for i, r in enumerate(rows) if r["features"].get("plain_draft") or not r["drafted"]]
+    plain_rows, plain_p = [rows[i] for i in keep], [p[i] for i in keep]
+    have = {(r["source"], r["id"]) for r in plain_rows}
+    for row in rows:  # a question whose plain draft could not be shown (vetoed): nothing to show without corrections
+        if (row["source"], row["id"]) not in have:
+            have.add((row["source"], row["id"]))
+            plain_rows.append({**row, "features": {}, "label": False, "drafted": False})
+            plain_p.append(0.0)
+    every, alone = outcomes(rows, p, floor), outcomes(plain_rows, plain_p, floor)
+    change = differences(every, alone, costs=(cost,))
+    phi = change[f"phi_{cost:g}"]
+    corrected = sum(1 for r in rows if r["drafted"] and not r["features"].get("plain_draft"))
+    return {"pay": phi["difference"] > 0, "cost": cost, "questions": len(every), "correction_candidates": corrected,
+            "phi_difference": phi, "right_difference": change["right"],
+            "all_candidates": {"right": sum(o["correct"] for o in every),
+                               "wrong": sum(o["answered"] and not o["correct"] for o in every)},
+            "plain_draft_only": {"right": sum(o["correct"] for o in alone),
+                                 "wrong": sum(o["answered"] and not o["correct"] for o in alone)}}
 
 
 def ceiling(rows: list[dict[str, Any]], p: list[float], cost: float) -> dict[str, Any]:
@@ -148,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     files = [p / "records.jsonl" for p in args.records]
     out = args.out or CALIBRATIONS / f"model_{model}.json"
     command = provenance(argv)["command"]
-    write(out, fitted, data_provenance(files, rows, "model", str(command)), "scored")
     floor = show_floor(args.cost)
     after, before = list(fitted["out_of_fold"]), [float(r["before"]) for r in rows]
+    paid = corrections(rows, after, floor, args.cost)  # the fit's own out-of-fold probabilities decide
+    write(out, fitted, data_provenance(files, rows, "model", str(command)), "scored", paid)
     ids = {str(r["id"]) for r in rows}
     result = {**provenance(argv), "model": model, "calibration": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT)
               else str(out), "cost": args.cost, "floor": round(floor, 4), "features": fitted["model"]["features"],
@@ -158,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
               "cross_validation": fitted["cross_validation"],
               "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
               "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
-              "plain": plain_of(records, ids), "auroc_alone": alone(rows)}  # fmt: skip
+              "plain": plain_of(records, ids), "auroc_alone": alone(rows), "corrections": paid}  # fmt: skip
     if len(args.records) > 1:  # which corpus each question came from
         folder_of = {str(r["id"]): folder.name for folder in args.records for r in read_records([folder])}
         result["one_folder_out"] = one_folder_out(rows, list(fitted["model"]["features"]), folder_of, floor)
@@ -180,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{held} decided by a fit of the same features on the other folders: {row['right']} right, "
               f"{row['wrong']} wrong, Phi_1 {row['phi_1']:.3f}, AUROC among drafts {shown(row['auroc_drafts'])}, "
               f"log-loss {row['log_loss']:.3f}")
+    if paid is None:
+        print("corrections: none in these records (a budget of plain's draft and its checks); the file says nothing")
+    else:
+        print(f"corrections: decided from every candidate {paid['all_candidates']} against plain's draft alone "
+              f"{paid['plain_draft_only']}: Phi_{args.cost:g} {paid['phi_difference']['difference']:+.3f} "
+              f"({paid['phi_difference']['low']:+.3f} to {paid['phi_difference']['high']:+.3f}); pay: {paid['pay']}")
     print("each feature alone, AUROC among drafts (its declared direction): " + ", ".join(
         f"{name} {value:.3f}" for name, value in list(result["auroc_alone"].items())[:8]))
     print(f"wrote {out} and {target}")

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.graph import END
 
 from selfcrag.context import Context
+from selfcrag.quality.confidence import calibrator
 from selfcrag.state import State
 from selfcrag.text.sanitize import unreadable
 from selfcrag.text.terms import terms_of as query_terms
@@ -182,9 +183,12 @@ def after_judge(state: State, settings: Context) -> str:
     """Correct only when it can pay: the best candidate at or above the floor ends the run. Below it, plain's
     draft is followed by the CRAG correction (grading, refinement, web); a draft the check found ungrounded is
     regenerated while generations and budget remain (told what was unsupported); otherwise the query is
-    rewritten while rounds remain. No correction starts once the call budget is spent. A correction's drafts join
-    the candidates, never replace them."""
+    rewritten while rounds remain. No correction starts once the call budget is spent, nor where the run's
+    calibration says corrections did not pay for its model (`corrections.pay`, quality/calibration.py). A
+    correction's drafts join the candidates, never replace them."""
     if best_confidence(state) >= settings.thresholds().overall or not budget_left(state, settings):
+        return "finalize"
+    if not calibrator(settings)[0].corrections_pay:
         return "finalize"
     latest = (state.get("candidates") or [{}])[-1]
     if latest.get("plain") and not state.get("grades"):

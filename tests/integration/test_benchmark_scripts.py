@@ -185,6 +185,8 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     assert written["fitted"]["right_drafts"] <= metrics["selfcrag"]["right_drafts"]
     calibration = json.loads(out.read_text(encoding="utf-8"))
     assert calibration["ungrounded_drafts"] == "scored" and calibration["model"]["features"] == written["features"]
+    # Recorded with a budget of plain's draft and its checks: nothing said about corrections, so they stay on.
+    assert written["corrections"] is None and "corrections" not in calibration
     from selfcrag.quality.calibration import load
 
     assert load(out).features == tuple(written["features"])  # a file the graph can use

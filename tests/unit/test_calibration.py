@@ -126,7 +126,11 @@ def test_the_shipped_file_is_a_fit_with_provenance():
      (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [math.inf],
                             "bias": 0}}), "finite"),
      (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [1], "bias": 0},
-                  "ungrounded_drafts": "always"}), "ungrounded_drafts must be one of withheld, scored")],
+                  "ungrounded_drafts": "always"}), "ungrounded_drafts must be one of withheld, scored"),
+     (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [1], "bias": 0},
+                  "corrections": {"pay": "no"}}), "corrections.pay must be true or false"),
+     (json.dumps({"model": {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [1], "bias": 0},
+                  "corrections": {"measured": 1}}), "not a selfcrag calibration")],
 )  # fmt: skip
 def test_a_bad_file_is_one_line_naming_it(tmp_path, content, fault):
     path = tmp_path / "calibration.json"

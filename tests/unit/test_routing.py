@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langgraph.graph import END
 
@@ -136,6 +138,19 @@ FLOOR = S.thresholds().overall
 )
 def test_after_judge(kw, expected):
     assert routing.after_judge(state(**kw), S) == expected
+
+
+def test_no_correction_where_the_calibration_says_corrections_did_not_pay(tmp_path):
+    """A model's own fit may say its corrections lost more than they found on tuning runs: the run ends after
+    plain's draft is judged, below the floor or not; the same file with `pay` true corrects as before."""
+    body = {"model": {"features": ["answer_relevance"], "mean": [0.5], "scale": [0.2], "weights": [1.0],
+                      "bias": 0.0}, "ungrounded_drafts": "scored"}
+    below = state(candidates=[candidate(FLOOR - 0.2, plain=True)], grounded=False)
+    for pay, expected in ((False, "finalize"), (True, "grade_documents")):
+        path = tmp_path / f"pay_{pay}.json"
+        path.write_text(json.dumps({**body, "corrections": {"pay": pay}}), encoding="utf-8")
+        settings = Context(max_retrieval_rounds=3, max_generations=2, max_llm_calls=10, calibration=str(path))
+        assert routing.after_judge(below, settings) == expected
 
 
 @pytest.mark.parametrize(

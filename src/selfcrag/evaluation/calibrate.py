@@ -274,15 +274,19 @@ def provenance(files: Sequence[Path], rows: Sequence[dict[str, Any]], backend: s
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "command": command}  # fmt: skip
 
 
-def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any], ungrounded_drafts: str = "withheld") -> None:
+def write(path: Path, fitted: dict[str, Any], origin: dict[str, Any], ungrounded_drafts: str = "withheld",
+          corrections: dict[str, Any] | None = None) -> None:
     """The calibration file; `ungrounded_drafts` says which drafts the runs it was fitted on could show (the
-    calibration they ran with says: quality/calibration.py), and so which drafts its probability is for."""
+    calibration they ran with says: quality/calibration.py), and so which drafts its probability is for.
+    `corrections`: whether correcting below the floor paid on the tuning runs (`pay`, with what was measured)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"about": "selfcrag confidence calibration: p(the shown answer is right) = sigmoid(bias + sum of "
                      "weight * (feature - mean) / scale); see quality/calibration.py",
             "model": fitted["model"], "provenance": origin, "cross_validation": fitted["cross_validation"]}
     if ungrounded_drafts != "withheld":
         body["ungrounded_drafts"] = ungrounded_drafts
+    if corrections is not None:
+        body["corrections"] = corrections
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)  # a reader never sees half a file

@@ -18,6 +18,12 @@ a candidate too, its groundedness one feature among the others, because the fit 
 drafts. For a checker whose verdict is weak evidence (a small model's), a hard gate withholds right answers the
 other signals vouch for; the calibrated probability weighs it instead. A vetoed draft (a rule finding such as a
 number the cited evidence lacks, copied instructions, or no check at all) is never shown either way.
+
+A file may also say whether correcting pays for the runs it was fitted on (`corrections.pay`, default true): a
+model's own fit compares, on tuning runs made with the full budget, each question decided from plain's draft alone
+with the same question decided from every candidate the corrections added (benchmarks/model_fit.py). Where the
+corrections lowered Phi at the cost, `pay` is false and a run ends once plain's draft is checked: for that model the
+calls a correction spends bought more wrong answers than right ones.
 """
 
 from __future__ import annotations
@@ -278,6 +284,9 @@ class Calibrator:
     bias: float
     source: str = ""  # the file it came from
     ungrounded_drafts: str = "withheld"  # or "scored": see the module's docstring
+    # Whether a correction round (grading, a regeneration, a rewrite) may run below the floor: false where the
+    # file's tuning runs showed corrections losing more than they found (`corrections.pay`; see the docstring).
+    corrections_pay: bool = True
 
     @property
     def scores_ungrounded(self) -> bool:
@@ -356,6 +365,8 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
         numbers = [tuple(float(v) for v in model[key]) for key in ("mean", "scale", "weights")]
         bias = float(model["bias"])
         ungrounded = data.get("ungrounded_drafts", "withheld")
+        corrections = data.get("corrections", {"pay": True})
+        pay = corrections["pay"]
     except OSError as exc:
         raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -371,8 +382,12 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
     if ungrounded not in UNGROUNDED_DRAFTS:
         raise CalibrationError(f"calibration file {path}: ungrounded_drafts must be one of "
                                f"{', '.join(UNGROUNDED_DRAFTS)}, not {str(ungrounded)[:40]!r}")
+    if not isinstance(pay, bool):
+        raise CalibrationError(f"calibration file {path}: corrections.pay must be true or false, not "
+                               f"{str(pay)[:40]!r}")
     mean, scale, weights = numbers
-    return Calibrator(names, mean, scale, weights, bias=bias, source=path, ungrounded_drafts=ungrounded)
+    return Calibrator(names, mean, scale, weights, bias=bias, source=path, ungrounded_drafts=ungrounded,
+                      corrections_pay=pay)
 
 
 def for_settings(settings: Context) -> Calibrator:
