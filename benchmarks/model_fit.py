@@ -81,8 +81,8 @@ def corrections(rows: list[dict[str, Any]], p: list[float], floor: float, cost: 
     questions with a bootstrap interval. `pay`: the corrections raised Phi at `cost`. None when fewer than
     MIN_CORRECTED questions hold a correction's candidate (runs made with a budget of plain's draft and its checks
     say nothing about corrections: a decline asked again is all they hold)."""
-    corrected_questions = {(r["source"], r["id"]) for r in rows if r["drafted"] and not r["features"].get("plain_draft")}
-    if len(corrected_questions) < MIN_CORRECTED:
+    corrected = {(r["source"], r["id"]) for r in rows if r["drafted"] and not r["features"].get("plain_draft")}
+    if len(corrected) < MIN_CORRECTED:
         return None
     keep = [i for i, r in enumerate(rows) if r["features"].get("plain_draft") or not r["drafted"]]
     plain_rows, plain_p = [rows[i] for i in keep], [p[i] for i in keep]
@@ -95,8 +95,7 @@ def corrections(rows: list[dict[str, Any]], p: list[float], floor: float, cost: 
     every, alone = outcomes(rows, p, floor), outcomes(plain_rows, plain_p, floor)
     change = differences(every, alone, costs=(cost,))
     phi = change[f"phi_{cost:g}"]
-    corrected = sum(1 for r in rows if r["drafted"] and not r["features"].get("plain_draft"))
-    return {"pay": phi["difference"] > 0, "cost": cost, "questions": len(every), "correction_candidates": corrected,
+    return {"pay": phi["difference"] > 0, "cost": cost, "questions": len(every), "questions_corrected": len(corrected),
             "phi_difference": phi, "right_difference": change["right"],
             "all_candidates": {"right": sum(o["correct"] for o in every),
                                "wrong": sum(o["answered"] and not o["correct"] for o in every)},
