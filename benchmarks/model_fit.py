@@ -1,7 +1,7 @@
 """Fit a generator model's own calibration from its `selfcrag eval` records on tuning data, and say what it decides.
 
     .venv/bin/python benchmarks/model_fit.py RECORDS_DIR [RECORDS_DIR ...] [--out FILE] [--results FILE]
-                                             [--cost C]
+                                             [--cost C] [--keep-calibration]
 
 Collect once, fit many: the records of a model-backend evaluation keep every candidate draft with its features
 (`detail["candidates"]`), so the fit needs neither the model nor the index. Every candidate the check did not veto
@@ -17,12 +17,19 @@ probabilities at the cost's floor p >= c / (1 + c) beside the runs' own decision
 answers shown and among each question's best draft; the ceiling: the best floor chosen with the answers known;
 each feature's own AUROC among the drafts; and, given two or more folders, each folder decided by the same features
 fitted on the others (does the fit carry from one corpus to another?).
+Corrections: whether the candidates a correction added raised Phi at the cost against plain's draft alone, decided
+by this fit's probabilities and by the confidences the runs had (`corrections`, `corrections_as_run`; records made
+with a call budget of plain's draft and its checks hold too few). `--keep-calibration` writes the model's file as
+the shipped calibration its runs used, unchanged but for its `corrections` verdict (decided by that calibration's
+own confidences): for a model whose own fit does not carry to other corpora, it keeps the general score and learns
+only whether correcting pays for it.
 Use tuning records only (the SQuAD dev sample, the other questions of its 8 articles, HaluEval).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -162,6 +169,29 @@ def one_folder_out(rows: list[dict[str, Any]], names: list[str], folder_of: dict
     return found
 
 
+def used_calibration(folders: list[Path], records: list[dict[str, Any]]) -> tuple[Path | None, list[dict[str, Any]]]:
+    """The shipped calibration file every run used (by run.json's sha256; None when they differ or none matches)
+    and the candidates as it judged them: a file that withholds ungrounded drafts never showed them."""
+    digests = {json.loads((f / "run.json").read_text(encoding="utf-8")).get("calibration_sha256") for f in folders}
+    files = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in sorted(CALIBRATIONS.glob("*.json"))}
+    used = files.get(next(iter(digests))) if len(digests) == 1 else None
+    mode = json.loads(used.read_text(encoding="utf-8")).get("ungrounded_drafts", "withheld") if used else "scored"
+    return used, rows_of(records, ungrounded=mode == "scored")
+
+
+def keep(out: Path, used: Path, verdict: dict[str, Any] | None, origin: dict[str, Any]) -> None:
+    """The calibration `used`, as it is, with the corrections verdict its confidences gave on these runs (and where
+    that verdict came from): the model keeps the general score and learns only whether correcting pays for it."""
+    body = json.loads(used.read_text(encoding="utf-8"))
+    body.pop("corrections", None)
+    if verdict is not None:
+        body["corrections"] = {**verdict, "decided_by": f"{used.name}'s own confidences", "provenance": origin}
+    temporary = out.with_name(out.name + ".tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     cli.add_argument("records", nargs="+", type=Path, help="`selfcrag eval` folders of the model on tuning data")
@@ -169,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--results", type=Path, help="the results file (default: benchmarks/results/model_fit_<model>"
                      ".json)")
     cli.add_argument("--cost", type=float, default=PRESETS["general"].cost, help="the cost decided at (general's)")
+    cli.add_argument("--keep-calibration", action="store_true",
+                     help="write the calibration the runs used (a shipped file) with only the corrections verdict "
+                          "its own confidences give, not this fit: for a model whose fit does not carry")
     args = cli.parse_args(argv)
     if unnamed := [str(p) for p in args.records if not (p / "run.json").is_file()]:
         cli.error(f"not a `selfcrag eval` folder of one generator model (no run.json): {', '.join(unnamed)}")
@@ -192,7 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     floor = show_floor(args.cost)
     after, before = list(fitted["out_of_fold"]), [float(r["before"]) for r in rows]
     paid = corrections(rows, after, floor, args.cost)  # the fit's own out-of-fold probabilities decide
-    write(out, fitted, data_provenance(files, rows, "model", str(command)), "scored", paid)
+    used, used_rows = used_calibration(args.records, records)
+    paid_as_run = corrections(used_rows, [float(r["before"]) for r in used_rows], floor, args.cost)
+    if args.keep_calibration:
+        if used is None:
+            cli.error("--keep-calibration: the runs did not all use one shipped calibration file (run.json's "
+                      "calibration_sha256)")
+        if paid_as_run is None:
+            cli.error(f"--keep-calibration: fewer than {MIN_CORRECTED} questions of these runs hold a correction's "
+                      "draft, so they cannot say whether correcting pays; run with the full call budget")
+        keep(out, used, paid_as_run, data_provenance(files, used_rows, "model", str(command)))
+    else:
+        write(out, fitted, data_provenance(files, rows, "model", str(command)), "scored", paid)
     ids = {str(r["id"]) for r in rows}
     result = {**provenance(argv), "model": model, "calibration": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT)
               else str(out), "cost": args.cost, "floor": round(floor, 4), "features": fitted["model"]["features"],
@@ -200,7 +244,10 @@ def main(argv: list[str] | None = None) -> int:
               "cross_validation": fitted["cross_validation"],
               "fitted": {**decided(rows, after, floor), "ceiling": ceiling(rows, after, args.cost)},
               "as_run": {**decided(rows, before, floor), "ceiling": ceiling(rows, before, args.cost)},
-              "plain": plain_of(records, ids), "auroc_alone": alone(rows), "corrections": paid}  # fmt: skip
+              "plain": plain_of(records, ids), "auroc_alone": alone(rows), "corrections": paid,
+              "calibration_used": used.name if used else None, "corrections_as_run": paid_as_run,
+              "written": "the runs' calibration, with its corrections verdict" if args.keep_calibration
+              else "this fit"}  # fmt: skip
     if len(args.records) > 1:  # which corpus each question came from
         folder_of = {str(r["id"]): folder.name for folder in args.records for r in read_records([folder])}
         result["one_folder_out"] = one_folder_out(rows, list(fitted["model"]["features"]), folder_of, floor)
@@ -222,12 +269,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{held} decided by a fit of the same features on the other folders: {row['right']} right, "
               f"{row['wrong']} wrong, Phi_1 {row['phi_1']:.3f}, AUROC among drafts {shown(row['auroc_drafts'])}, "
               f"log-loss {row['log_loss']:.3f}")
-    if paid is None:
-        print("corrections: none in these records (a budget of plain's draft and its checks); the file says nothing")
-    else:
-        print(f"corrections: decided from every candidate {paid['all_candidates']} against plain's draft alone "
-              f"{paid['plain_draft_only']}: Phi_{args.cost:g} {paid['phi_difference']['difference']:+.3f} "
-              f"({paid['phi_difference']['low']:+.3f} to {paid['phi_difference']['high']:+.3f}); pay: {paid['pay']}")
+    for name, verdict in (("this fit", paid), (f"as run ({used.name if used else 'calibrations differ'})",
+                                                 paid_as_run)):  # fmt: skip
+        if verdict is None:
+            print(f"corrections, {name}: too few in these records (a budget of plain's draft and its checks); "
+                  "nothing said")
+            continue
+        change = verdict["phi_difference"]
+        print(f"corrections, {name}: decided from every candidate {verdict['all_candidates']} against plain's draft "
+              f"alone {verdict['plain_draft_only']} ({verdict['questions_corrected']} questions corrected): "
+              f"Phi_{args.cost:g} {change['difference']:+.3f} ({change['low']:+.3f} to {change['high']:+.3f}); "
+              f"pay: {verdict['pay']}")
     print("each feature alone, AUROC among drafts (its declared direction): " + ", ".join(
         f"{name} {value:.3f}" for name, value in list(result["auroc_alone"].items())[:8]))
     print(f"wrote {out} and {target}")

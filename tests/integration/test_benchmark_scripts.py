@@ -190,6 +190,11 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     from selfcrag.quality.calibration import load
 
     assert load(out).features == tuple(written["features"])  # a file the graph can use
+    assert written["calibration_used"] == "offline.json" and written["corrections_as_run"] is None
+    # Keeping the runs' calibration writes only a corrections verdict, which these records cannot give.
+    kept = script(str(BENCHMARKS / "model_fit.py"), str(records), "--keep-calibration", "--out", str(tmp_path / "k"))
+    assert kept.returncode == 2 and "cannot say whether correcting pays" in kept.stderr
+    assert not (tmp_path / "k").exists()
     mixed = script(str(BENCHMARKS / "model_fit.py"), str(records), str(tmp_path))  # no run.json there
     assert mixed.returncode == 2 and "one generator model" in mixed.stderr and "Traceback" not in mixed.stderr
     # Two corpora: each is also decided by the same features fitted on the other alone.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,3 +47,19 @@ def test_records_with_too_few_corrections_say_nothing_about_them():
     assert module.corrections(rows, [0.9, 0.9, 0.0], 0.5, 1.0) is None
     few = [*rows, *(row(q, False, False) for q in range(module.MIN_CORRECTED - 1))]
     assert module.corrections(few, [0.9] * len(few), 0.5, 1.0) is None
+
+
+def test_a_kept_calibration_is_the_runs_own_with_only_its_corrections_verdict(tmp_path):
+    from selfcrag.quality.calibration import load
+
+    module = load_model_fit()
+    used = ROOT / "src" / "selfcrag" / "data" / "calibration" / "offline.json"
+    verdict = {"pay": False, "cost": 0.75, "questions": 60, "questions_corrected": 25}
+    out = tmp_path / "model_x.json"
+    module.keep(out, used, verdict, {"command": "benchmarks/model_fit.py ..."})
+    kept, original = json.loads(out.read_text()), json.loads(used.read_text())
+    assert kept.pop("corrections") == {**verdict, "decided_by": "offline.json's own confidences",
+                                       "provenance": {"command": "benchmarks/model_fit.py ..."}}
+    assert kept == original  # the score itself is the general one, unchanged
+    calibrator = load(out)
+    assert calibrator.corrections_pay is False and calibrator.features == load(used).features
