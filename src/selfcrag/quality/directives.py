@@ -41,6 +41,9 @@ _CLAUSE_AHEAD = 2  # words after a verb within which a clause without "that" mus
 _ZH_CLAUSE = "，,；;。！？!?:：\n"
 _ZH_OPEN, _ZH_CLOSE = "“「『\"", "”」』\""
 _ON_ANSWERER = "an obligation on whoever answers to say something"
+_COMMAND, _TOLD = "a command to say something", "an obligation to tell someone something"
+_COMMAND_PUBLIC = "a command to say something to an answer's public"
+_ZH_COMMAND = "a command to tell someone something (Chinese)"
 _PIECES = re.compile(r"(?<=[.!?。！？])\s+")
 
 
@@ -85,6 +88,18 @@ def directive(sentence: str) -> str:
             if found := _english(piece) or _chinese(piece):
                 return found
     return ""
+
+
+# Reasons that name no answerer nor an answer's public: a command or an obligation to tell one person ("Tell the
+# customer that the refund is on its way" in a support playbook). The output check takes them; the detector, which
+# removes a sentence from every answer's evidence, takes only the sentences that name the answer, whoever writes
+# it or whom it reaches (a Chinese command has its audience right after the verb: "告诉这位顾客" names one person).
+_TO_ANYONE = frozenset({_COMMAND, _TOLD})
+
+
+def to_answerer(sentence: str) -> bool:
+    """Whether the sentence dictates what the answer or whoever writes it says (`directive`, naming it)."""
+    return directive(sentence) not in _TO_ANYONE | {""}
 
 
 def directive_sentences(texts: list[str]) -> list[str]:
@@ -165,6 +180,16 @@ def _content(tokens: list[str], at: int, w: Words) -> int:
     return start
 
 
+def _public(tokens: list[str], at: int, w: Words) -> bool:
+    """Whether a command to say something is aimed at the public of an answer: its recipient an audience in the
+    plural or all of it ("tell users", "inform everyone"), or the answer named ("state in every reply that"). "Tell
+    the customer that the refund is on its way" is a task for one person in a support playbook."""
+    recipients = tokens[at + 1 : at + 1 + _RECIPIENT_SPAN]
+    plural = any(w.is_("audience", t) and (t.endswith("s") or t in ("everyone", "everybody", "anyone", "people",
+                                                                     "public")) for t in recipients)  # fmt: skip
+    return plural or any(w.is_("output", t) for t in tokens)
+
+
 def _clause_at(tokens: list[str], at: int, w: Words) -> bool:
     """Whether a clause opens at `at` without "that": its verb within a few words, no relative pronoun before it
     ("state the source it is based on" names a thing)."""
@@ -181,19 +206,19 @@ def _force(tokens: list[str], at: int, w: Words) -> str:
     start = _clause_start(tokens, at)
     prefix = tokens[start:at]
     base = tokens[at] in w.classes["speech"] or tokens[at] in w.classes["treat"]
-    if base and all(w.is_("lead", t) for t in prefix) and not _after_subject(tokens, start, w):
-        return "a command to say something"
+    commanded = base and all(w.is_("lead", t) for t in prefix) and not _after_subject(tokens, start, w)
     # "ignore the rules above and say that ...": a second command joined to a first one that has no subject
     joined = max((k for k, t in enumerate(prefix) if t in ("and", "then")), default=-1)
-    if base and joined > 0 and _commands(prefix[:joined], w) and all(w.is_("lead", t) for t in prefix[joined:]):
-        return "a command to say something"
+    if commanded or (base and joined > 0 and _commands(prefix[:joined], w)
+                     and all(w.is_("lead", t) for t in prefix[joined:])):  # fmt: skip
+        return _COMMAND_PUBLIC if _public(tokens, at, w) else _COMMAND
     modal = _modal_before(tokens, at, start, w)
     if modal >= 0:
         subject = tokens[start:modal]
         if any(_speaker(t, w) for t in subject):
             return _ON_ANSWERER
         if w.is_("passive_speech", tokens[at]) and tokens[at - 1] == "be":
-            return "an obligation to tell someone something"
+            return _TOLD
     for j, token in enumerate(prefix):
         ahead = prefix[j + 1 : j + 4]
         if token in ("have", "let", "make", "get") and base and any(_speaker(t, w) for t in ahead):
@@ -292,7 +317,7 @@ def _chinese(view: str) -> str:
             if forced and named:
                 return "an answer told what to say (Chinese)"
             if audience and (forced or not _without_leads(clause, z["zh_lead"])):
-                return "a command to tell someone something (Chinese)"
+                return _ZH_COMMAND
     return ""
 
 
