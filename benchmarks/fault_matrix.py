@@ -65,12 +65,14 @@ def table(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
 
 
 def by_set(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
-    """Cases and failing cases per set, for cases named "<arm>: <set>/<name>" (the phrasings group's sets)."""
+    """Cases and failing cases per set, for cases named "<arm>: <set>/<name>" (the phrasings group's sets; its
+    cases without a set are the audit's twenty, "audit")."""
     sets: dict[str, dict[str, int]] = {}
     for o in outcomes:
         arm, _, name = o.case.partition(": ")
-        if "/" in name:
-            row = sets.setdefault(f"{arm}: {name.split('/', 1)[0]}", {"cases": 0, "failing": 0})
+        if "/" in name or (o.group == "phrasings" and name):
+            row = sets.setdefault(f"{arm}: {name.split('/', 1)[0] if '/' in name else 'audit'}",
+                                  {"cases": 0, "failing": 0})  # fmt: skip
             row["cases"] += 1
             row["failing"] += bool(o.failed())
     return sets
