@@ -1,6 +1,7 @@
 """The fault and hostile-input matrix, run as an operator would meet it: every case through real parts, counted.
 
-    .venv/bin/python benchmarks/fault_matrix.py [--fast] [--group NAME ...] [--set NAME=VALUE ...] [--out FILE]
+    .venv/bin/python benchmarks/fault_matrix.py [--fast] [--group NAME ...] [--case TEXT] [--skip TEXT ...]
+                                                [--set NAME=VALUE ...] [--out FILE]
 
 Each case is a small function in benchmarks/faults/ that goes through one door as a user would (the library, the
 CLI, a real `langgraph dev`, SQLite and a real PostgreSQL) and sets the failure columns that apply to it:
@@ -64,12 +65,14 @@ def table(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
 
 
 def by_set(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
-    """Cases and failing cases per set, for cases named "<arm>: <set>/<name>" (the phrasings group's sets)."""
+    """Cases and failing cases per set, for cases named "<arm>: <set>/<name>" (the phrasings group's sets; its
+    cases without a set are the audit's twenty, "audit")."""
     sets: dict[str, dict[str, int]] = {}
     for o in outcomes:
         arm, _, name = o.case.partition(": ")
-        if "/" in name:
-            row = sets.setdefault(f"{arm}: {name.split('/', 1)[0]}", {"cases": 0, "failing": 0})
+        if "/" in name or (o.group == "phrasings" and name):
+            row = sets.setdefault(f"{arm}: {name.split('/', 1)[0] if '/' in name else 'audit'}",
+                                  {"cases": 0, "failing": 0})  # fmt: skip
             row["cases"] += 1
             row["failing"] += bool(o.failed())
     return sets
@@ -80,6 +83,9 @@ def main() -> int:
     cli.add_argument("--fast", action="store_true", help="only the subset .ci/run runs")
     cli.add_argument("--group", action="append", default=[], help="only this group (repeatable)")
     cli.add_argument("--case", default="", help="only cases whose name contains this text")
+    cli.add_argument("--skip", action="append", default=[], metavar="TEXT",
+                     help="leave out cases whose name contains this text (repeatable; e.g. --skip heldout/ while "
+                          "designing, so the held-out set stays unseen)")  # fmt: skip
     cli.add_argument("--out", type=Path, help="default benchmarks/results/fault_matrix[_fast].json")
     cli.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="an operator's setting for every case, as SELFCRAG_<NAME> (e.g. contested_check=true): "
@@ -91,7 +97,7 @@ def main() -> int:
             cli.error(f"--set {pair!r}: expected NAME=VALUE")
         os.environ[f"SELFCRAG_{name.strip().upper()}"] = value.strip()
     chosen = [c for c in CASES if (c.fast or not args.fast) and (not args.group or c.group in args.group)
-              and args.case in c.name]  # fmt: skip
+              and args.case in c.name and not any(text in c.name for text in args.skip)]  # fmt: skip
     started, measured = time.time(), commit()  # the code as it was when the run began
     outcomes: list[Outcome] = []
     for entry in chosen:
@@ -111,6 +117,7 @@ def main() -> int:
         **measured,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
+        "skipped": args.skip,  # cases left out by name (--skip)
         "settings": args.set,  # operator settings every case ran with (--set), beside the defaults
         "columns": MEANING,
         "table": rows,

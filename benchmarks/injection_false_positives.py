@@ -1,7 +1,9 @@
 """False alarms of the layered prompt-injection defence on ordinary text: what ingest drops as hidden text
 (selfcrag/text/sanitize.py `drop_hidden`: comments, image alt text, invisible runs) and what the detector then
 removes (selfcrag/quality/injection.py), each text read as ingest and retrieval read it (`clean_document`, then
-`scan`). The model-judged screen (llm/screen.py) is off by default and needs a model: not measured here.
+`scan`), and the sentences of what is kept that the output check would hold as planted (quality/directives.py: a
+passage counts as touched when it has one). The model-judged screen (llm/screen.py) is off by default and needs a
+model: not measured here.
 
     .venv/bin/python benchmarks/injection_false_positives.py [--datasets ../shared/datasets]
 
@@ -27,6 +29,7 @@ from data_files import require  # noqa: E402
 from provenance import provenance  # noqa: E402
 from squad_offline import DEFAULT_DATASETS, ROOT, load_jsonl  # noqa: E402
 
+from selfcrag.quality.directives import directive_sentences  # noqa: E402
 from selfcrag.quality.injection import scan  # noqa: E402
 from selfcrag.text.sanitize import clean_document, drop_hidden  # noqa: E402
 
@@ -38,19 +41,27 @@ def measure(name: str, texts: list[tuple[str, str]]) -> dict:
     ingest drops, what the detector flagged, and the share of texts either layer touched."""
     from selfcrag.quality.injection import units
 
-    sentences = flagged_docs = touched = 0
+    sentences = flagged_docs = touched = dictating_docs = 0
     flagged: list[dict[str, str]] = []
+    dictating: list[dict[str, str]] = []
     hidden: list[str] = []
     for ident, text in texts:
         sentences += sum(len(line) for line in units(text))
         dropped = drop_hidden(text) != text
         hidden += [ident] if dropped else []
-        _, removed = scan(clean_document(text))
+        clean = clean_document(text)
+        kept, removed = scan(clean)
+        # what the output check would hold as planted beside what the detector removed: sentences of the kept text
+        # that dictate what someone says (quality/directives.py); an answer saying only what they say is vetoed
+        told = directive_sentences([kept])
         flagged_docs += bool(removed)
-        touched += bool(removed) or dropped
+        dictating_docs += bool(told)
+        touched += bool(removed) or dropped or bool(told)
         flagged += [{"id": ident, "sentence": s} for s in removed]
+        dictating += [{"id": ident, "sentence": s} for s in told]
     return {"corpus": name, "documents": len(texts), "sentences": sentences, "hidden_text_documents": len(hidden),
             "hidden": hidden, "flagged_documents": flagged_docs, "flagged_sentences": len(flagged), "flagged": flagged,
+            "output_check_documents": dictating_docs, "output_check_sentences": dictating,
             "false_alarm_share": round(touched / max(1, len(texts)), 4)}
 
 
@@ -83,13 +94,16 @@ def main() -> None:
         measure("HaluEval answers", answers),
     ]
     print(f"{'corpus':<26}{'documents':>10}{'sentences':>11}{'hidden text':>13}{'flagged docs':>14}"
-          f"{'flagged sentences':>19}{'false alarms':>14}")
+          f"{'flagged sentences':>19}{'output check docs':>19}{'false alarms':>14}")
     for row in rows:
         print(f"{row['corpus']:<26}{row['documents']:>10}{row['sentences']:>11}{row['hidden_text_documents']:>13}"
-              f"{row['flagged_documents']:>14}{row['flagged_sentences']:>19}{row['false_alarm_share']:>14.2%}")
+              f"{row['flagged_documents']:>14}{row['flagged_sentences']:>19}{row['output_check_documents']:>19}"
+              f"{row['false_alarm_share']:>14.2%}")
     for row in rows:
         for hit in row["flagged"]:
             print(f"  {row['corpus']}: {hit['id']}: {hit['sentence'][:120]}")
+        for hit in row["output_check_sentences"]:
+            print(f"  {row['corpus']}: {hit['id']}: (output check) {hit['sentence'][:105]}")
     sets = [detection("tuning"), detection("heldout")]
     for row in sets:
         found = row["instructions"] - len(row["missed"])
@@ -98,7 +112,10 @@ def main() -> None:
         for text in row["missed"] + row["false_alarms"]:
             print(f"  {'missed' if text in row['missed'] else 'false alarm'}: {text[:120]}")
     out = args.out
-    layers = {"ingest": "hidden text dropped (drop_hidden)", "retrieval": "detector (scan)",
+    layers = {"ingest": "hidden text dropped (drop_hidden)",
+              "retrieval": "detector (scan; with directives.to_answerer since issue 44)",
+              "output_check": "sentences of the kept text that dictate speech (directives.directive_sentences): "
+                              "an answer sentence saying only what one says is vetoed; counted as touched",
               "model_screen": "not measured: off by default (injection_screen), needs a model",
               "most_passages_touched": PASSAGE_SHARE,
               "within_bound": all(row["false_alarm_share"] <= PASSAGE_SHARE for row in rows)}

@@ -32,7 +32,19 @@ from selfcrag.backend import model_components
 from selfcrag.knowledge.langchain_objects import load_index
 from selfcrag.text.text import split_sentences
 
-SOURCE = ROOT.parent / "shared" / "injection" / "new_phrasings_2026-12-02.jsonl"
+
+def _shared() -> Path:
+    """`shared/` beside the checkout; from a git worktree elsewhere, the one beside the main checkout (the folder
+    is not in the repository, so a worktree would otherwise skip the audit's cases without anyone noticing)."""
+    import subprocess
+
+    common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    places = [ROOT.parent] + ([Path(common).parent.parent] if common else [])
+    return next((p / "shared" for p in places if (p / "shared").is_dir()), ROOT.parent / "shared")
+
+
+SOURCE = _shared() / "injection" / "new_phrasings_2026-12-02.jsonl"
 OWN = ROOT / "tests" / "data" / "injection_documents_{}.jsonl"
 
 

@@ -23,6 +23,7 @@ from selfcrag.progress import emit
 from selfcrag.prompts import messages
 from selfcrag.prompts.evidence import doc_labels
 from selfcrag.quality.contested import contested
+from selfcrag.quality.directives import directive_sentences
 from selfcrag.quality.echoes import echoes, planted_sentences
 from selfcrag.state import NodeFunction, State
 from selfcrag.text.rules import backed_by, named_in
@@ -53,8 +54,12 @@ def repeatable(question: str, state: State, settings: Context) -> str:
 
 
 def echo_veto(check: GroundednessCheck, answer: str, strips: list[Strip], state: State) -> GroundednessCheck:
-    """The check, vetoed when an answer sentence comes only from a sentence the run removed as planted."""
-    echoed = echoes(answer, (s["text"] for s in strips), planted_sentences(state.get("trace") or []))
+    """The check, vetoed when an answer sentence comes only from a sentence the run removed as planted, or from a
+    sentence of its evidence that dictates what someone says or holds true (`quality/directives.py`: judged by its
+    grammar, so a phrasing the detector never saw is caught by what it does to the answer)."""
+    texts = [s["text"] for s in strips]
+    planted = [*planted_sentences(state.get("trace") or []), *directive_sentences(texts)]
+    echoed = echoes(answer, texts, planted)
     if not echoed:
         return check
     flags = [f"says what only a sentence addressed to the reader or the assistant said: {s[:80]!r}" for s in echoed]

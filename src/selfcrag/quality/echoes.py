@@ -15,6 +15,7 @@ from "Store vouchers cannot be refunded in cash". Words are compared as the keyw
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
@@ -22,6 +23,10 @@ from typing import Any
 
 from selfcrag.text.terms import strip_citations
 from selfcrag.text.text import split_sentences, term, words
+
+# A citation closes the sentence before it: "... Union. [doc_1] Answer generators ..." is two sentences, which the
+# splitter (it wants a capital right after the full stop) would read as one, diluting the planted one's share.
+_CITED_END = re.compile(r"(?<=[.!?。！？]) *\[doc_\d+\](?:\s*\[doc_\d+\])*\s+")
 
 
 @cache
@@ -41,13 +46,16 @@ def _share(said: frozenset[str], source: frozenset[str]) -> float:
 
 def echoes(answer: str, evidence: Iterable[str], planted: Iterable[str]) -> list[str]:
     """The answer's sentences (citations left out) that say what only a planted sentence said."""
-    planted_terms = [_terms(s) for s in dict.fromkeys(planted) if s.strip()]
+    planted = [s.strip() for s in dict.fromkeys(planted) if s.strip()]
+    planted_terms = [_terms(s) for s in planted]
     if not planted_terms or not answer.strip():
         return []
-    kept_terms = [_terms(s) for text in evidence for s in split_sentences(text)]
+    # A planted sentence may still be in the evidence (a directive the output check found there): it is no kept one.
+    kept_terms = [_terms(s) for text in evidence for s in split_sentences(text)
+                  if not any(p in s or s in p for p in planted)]  # fmt: skip
     least = float(parameters()["echo_share"])
     found = []
-    for sentence in (strip_citations(s) for s in split_sentences(answer)):
+    for sentence in (strip_citations(s) for piece in _CITED_END.split(answer) for s in split_sentences(piece)):
         said = _terms(sentence)
         from_planted = max(_share(said, p) for p in planted_terms)
         from_kept = max((_share(said, k) for k in kept_terms), default=0.0)

@@ -23,6 +23,7 @@ from typing import TypedDict
 
 from selfcrag.contract import Passage
 from selfcrag.quality.addressed import addressed, prescribed_after
+from selfcrag.quality.directives import to_answerer
 from selfcrag.quality.folding import views
 from selfcrag.text.sanitize import clean_document, confusables, strip_invisible
 from selfcrag.text.text import normalise, split_sentences
@@ -78,7 +79,8 @@ def is_instruction(sentence: str) -> bool:
     """Does this sentence (or line) address the assistant, however it is spelt?"""
     text = _readings(sentence)
     p = patterns()
-    return _any(p.sentence, text) or _any(p.open, text) or _any(p.close, text) or bool(addressed(sentence))
+    return (_any(p.sentence, text) or _any(p.open, text) or _any(p.close, text) or bool(addressed(sentence))
+            or to_answerer(sentence))  # fmt: skip
 
 
 def units(text: str) -> list[list[str]]:
