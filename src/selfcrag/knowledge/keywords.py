@@ -1,0 +1,327 @@
+"""The directory index's keyword half: tantivy proposes, a memory-mapped forward index scores (issue 46).
+
+Scores are bm25.py's to the last bit (same k1, b, Lucene idf, length normalisation, float operations in the same
+order, each row's weights summed in query-term order from 0.0); bm25.py stays the reference they are tested
+against. What changed is where the postings live and who walks them:
+
+- `tantivy/`: a tantivy index of the project's own terms (`text.keyword_tokens`, joined by spaces and cut again by
+  tantivy's whitespace tokenizer, so tantivy never tokenises text itself), one document per chunk with its row in
+  a fast field. Rust, memory-mapped, block-max WAND: it finds a query's best candidates without summing the long
+  posting lists of common words, which numpy had to gather (bm25.py at 1M chunks: 2.2-2.4x tantivy's p50, +960 MB).
+- the forward index: each chunk's term ids (ascending) and frequencies, `.npy` files opened memory-mapped, so a
+  chunk's exact score costs a few lookups and loading costs no postings in memory.
+
+tantivy's own BM25 is not ours (k1 = 1.2, lengths quantised to a byte, float32), so its ranking only proposes:
+`top` rescores tantivy's best `limit` candidates exactly and keeps them only when no other chunk can beat the
+n-th: every per-term weight of ours is at most RATIO times tantivy's (see RATIO), so a chunk tantivy ranked below
+its last candidate scores at most RATIO times that candidate's tantivy score. When the n-th exact score is not
+above that bound, the limit grows; once tantivy has returned every matching chunk the answer is exact by
+definition. So `top` returns exactly bm25.py's `top` (tests/unit/test_keywords.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import math
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from selfcrag.errors import DamagedFile
+
+FORMAT = 1
+DIRECTORY = "keywords"  # in an index directory
+TANTIVY = "tantivy"  # the tantivy index, in DIRECTORY
+META = "keywords.json"
+K1, B = 1.5, 0.75  # bm25.py's defaults: the scores must be its scores
+# tantivy's Bm25Weight: k1 = 1.2, b = 0.75 (fixed), Lucene idf as ours, a document's length stored as a one-byte
+# code that decodes to at most its real length, the average length from the real token counts. Per term our
+# weight / tantivy's = (K1 + 1) / (1.2 + 1) * (tf + 1.2 N') / (tf + K1 N), N = 1 - b + b * len / avglen and N'
+# the same with the decoded length (N' <= N): the second factor is at most 1 since 1.2 <= K1. float32 rounding in
+# tantivy's score is covered by the margin.
+TANTIVY_K1 = 1.2
+RATIO = (K1 + 1) / (TANTIVY_K1 + 1) * (1 + 1e-4)
+CANDIDATES = 4  # top(n) asks tantivy for 4n candidates first (at least MIN_CANDIDATES) ...
+MIN_CANDIDATES = 64
+GROWTH = 8  # ... and 8 times more each time the bound does not prove the n best
+# The forward arrays (little-endian: a file means the same on any machine) and their lengths: "rows" per chunk,
+# "rows+1" (offsets), "postings", "terms" (per distinct term) or "bytes" (of the terms' UTF-8).
+ARRAYS = {"doc_len": ("<i4", "rows"), "start": ("<i8", "rows+1"), "term_ids": ("<i4", "postings"),
+          "tf": ("<u2", "postings"), "df": ("<i4", "terms"), "term_end": ("<i8", "terms"),
+          "term_bytes": ("|u1", "bytes")}
+WRITER_HEAP = 256_000_000
+
+
+def _analyzer() -> Any:
+    import tantivy
+
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+
+
+def _schema() -> Any:
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("t", tokenizer_name="terms", index_option="freq")  # no positions: no phrase queries
+    builder.add_unsigned_field("row", fast=True)
+    return builder.build()
+
+
+class _Terms:
+    """The vocabulary, sorted, as one UTF-8 blob and end offsets (memory-mapped): `bisect` finds a term in ~20
+    probes without a dict of every term in memory."""
+
+    def __init__(self, blob: np.ndarray, ends: np.ndarray) -> None:
+        self.blob, self.ends = blob, ends
+        self._bytes = memoryview(blob.data)  # slicing a memoryview costs a tenth of slicing the array
+        # Questions share their common words: the last 65,536 looked up are remembered (a few MB at most).
+        self._cached = functools.lru_cache(maxsize=65_536)(self._id)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, i: int) -> str:
+        begin = int(self.ends[i - 1]) if i else 0
+        return str(self._bytes[begin : int(self.ends[i])], "utf-8", "surrogatepass")
+
+    def id(self, term: str) -> int | None:
+        return self._cached(term)
+
+    def _id(self, term: str) -> int | None:
+        at = bisect.bisect_left(self, term)
+        return at if at < len(self) and self[at] == term else None
+
+
+class Keywords:
+    """BM25 over one index's chunks (rows), with bm25.BM25's query methods; `open` a directory `build` wrote."""
+
+    def __init__(self, directory: Path, arrays: dict[str, np.ndarray], index: Any) -> None:
+        self.directory = directory
+        self.k1, self.b = K1, B
+        self.doc_len, self.start, self.term_ids, self.tf, self.df = (arrays[n] for n in
+                                                                     ("doc_len", "start", "term_ids", "tf", "df"))
+        self.terms = _Terms(arrays["term_bytes"], arrays["term_end"])
+        n = len(self.doc_len)
+        avgdl = max(float(self.doc_len.sum(dtype=np.int64)) / n, 1e-9) if n else 1.0
+        # bm25.py's `norm`, per chunk: the same float operations, so the same bits
+        self._norm = self.k1 * (1 - self.b + self.b * self.doc_len.astype(np.float64) / avgdl)
+        self._index = index
+        self._searcher = index.searcher()
+
+    def __len__(self) -> int:
+        return len(self.doc_len)
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, documents: list[list[str]], directory: Path) -> Keywords:
+        """Write the keyword index of `documents` (row i: the terms of chunk i) into `directory` (new), and open it."""
+        import tantivy
+
+        directory.mkdir(parents=True)
+        vocab: dict[str, int] = {}
+        ids: list[int] = []
+        tfs: list[int] = []
+        lengths = np.zeros(len(documents), dtype=np.int64)
+        counts = np.zeros(len(documents), dtype=np.int64)
+        for row, tokens in enumerate(documents):
+            lengths[row] = len(tokens)
+            counted = Counter(tokens)
+            counts[row] = len(counted)
+            for term, tf in counted.items():
+                ids.append(vocab.setdefault(term, len(vocab)))
+                tfs.append(tf)
+        terms = sorted(vocab)  # code-point order: `_Terms.id` bisects it
+        rank = np.empty(len(terms), dtype=np.int64)
+        rank[[vocab[t] for t in terms]] = np.arange(len(terms))
+        term_ids = rank[np.asarray(ids, dtype=np.int64)]
+        owner = np.repeat(np.arange(len(documents), dtype=np.int64), counts)
+        order = np.lexsort((term_ids, owner))  # by chunk, then term: `contains` bisects a chunk's terms
+        frequencies = np.asarray(tfs, dtype=np.int64)[order]
+        if len(frequencies) and frequencies.max() > np.iinfo(np.uint16).max:
+            raise ValueError("a chunk repeats a term more than 65,535 times")  # chunks are a few KB: impossible
+        encoded = [t.encode("utf-8", "surrogatepass") for t in terms]
+        arrays: dict[str, np.ndarray] = {"doc_len": lengths, "start": np.concatenate([[0], np.cumsum(counts)]),
+                  "term_ids": term_ids[order], "tf": frequencies, "df": np.bincount(term_ids, minlength=len(terms)),
+                  "term_end": np.cumsum([len(e) for e in encoded], dtype=np.int64),
+                  "term_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8)}
+        for name, (dtype, _) in ARRAYS.items():
+            np.save(directory / f"{name}.npy", np.ascontiguousarray(arrays[name], dtype=dtype))
+        (directory / TANTIVY).mkdir()
+        index = tantivy.Index(_schema(), path=str(directory / TANTIVY), reuse=False)
+        index.register_tokenizer("terms", _analyzer())
+        writer = index.writer(WRITER_HEAP, num_threads=min(4, os.cpu_count() or 1))
+        for row, tokens in enumerate(documents):
+            doc = tantivy.Document()
+            doc.add_text("t", " ".join(tokens))
+            doc.add_unsigned("row", row)
+            writer.add_document(doc)
+        writer.commit()
+        writer.wait_merging_threads()
+        meta = {"format": FORMAT, "k1": K1, "b": B, "rows": len(documents), "postings": len(frequencies),
+                "terms": len(terms), "bytes": len(arrays["term_bytes"])}
+        (directory / META).write_text(json.dumps(meta) + "\n")
+        return cls.open(directory, len(documents))
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, rows: int) -> Keywords:
+        """The keyword index in `directory`, for `rows` chunks; every array checked against the others first (a
+        DamagedFile naming the file), none read into memory but the chunk lengths."""
+        import tantivy
+
+        where = f"{DIRECTORY}/{META}"
+        try:
+            meta = json.loads((directory / META).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DamagedFile(f"{where}: unreadable ({type(exc).__name__})") from None
+        sizes = {"rows": rows, "rows+1": rows + 1}
+        for name in ("postings", "terms", "bytes"):
+            value = meta.get(name) if isinstance(meta, dict) else None
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise DamagedFile(f'{where}: "{name}" must be a count')
+            sizes[name] = value
+        if meta.get("format") != FORMAT or meta.get("k1") != K1 or meta.get("b") != B or meta.get("rows") != rows:
+            raise DamagedFile(f"{where}: not format {FORMAT} with k1 {K1}, b {B} for {rows} chunks")
+        arrays = {name: _array(directory, name, dtype, sizes[size]) for name, (dtype, size) in ARRAYS.items()}
+        _check(arrays)
+        try:
+            index = tantivy.Index.open(str(directory / TANTIVY))
+            index.register_tokenizer("terms", _analyzer())
+            found = index.searcher().num_docs
+        except (OSError, ValueError) as exc:
+            raise DamagedFile(f"{DIRECTORY}/{TANTIVY}: unreadable ({' '.join(str(exc).split())[:120]})") from None
+        if found != rows:
+            raise DamagedFile(f"{DIRECTORY}/{TANTIVY}: {found} documents for {rows} chunks")
+        return cls(directory, arrays, index)
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def term_id(self, term: str) -> int | None:
+        return self.terms.id(term)
+
+    def knows(self, term: str, rows: np.ndarray | None = None) -> bool:
+        """Whether any chunk (of `rows`, if given) holds `term`."""
+        t = self.terms.id(term)
+        if t is None or rows is None:
+            return t is not None
+        ids, _, _ = self._gather(np.asarray(rows, dtype=np.int64))
+        return bool((ids == t).any())
+
+    def contains(self, term: str, row: int) -> bool:
+        t = self.terms.id(term)
+        if t is None:
+            return False
+        held = self.term_ids[int(self.start[row]) : int(self.start[row + 1])]
+        at = int(np.searchsorted(held, t))
+        return at < len(held) and int(held[at]) == t
+
+    def _found(self, query_tokens: list[str]) -> list[tuple[str, int, float]]:
+        """(term, id, idf) of the query's known terms in query order, each once, idf as bm25.py computes it."""
+        n = len(self.doc_len)
+        found = []
+        for term in dict.fromkeys(query_tokens):
+            t = self.terms.id(term)
+            if t is not None:
+                d = int(self.df[t])
+                found.append((term, t, math.log(1.0 + (n - d + 0.5) / (d + 0.5))))
+        return found
+
+    def _gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The forward postings of `rows`: (term ids, frequencies, position in `rows` of each)."""
+        begin, end = self.start[rows], self.start[rows + 1]
+        lengths = end - begin
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        offsets = np.cumsum(lengths) - lengths
+        at = np.arange(int(lengths.sum())) - np.repeat(offsets - begin, lengths)
+        return self.term_ids[at], self.tf[at], owner
+
+    def score_rows(self, query_tokens: list[str], rows: np.ndarray | list[int]) -> np.ndarray:
+        """bm25.BM25.score_rows: the exact scores of `rows`, from their forward postings only."""
+        return self._score(self._found(query_tokens), np.asarray(rows, dtype=np.int64))
+
+    def _score(self, found: list[tuple[str, int, float]], rows: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rows))
+        if not len(rows) or not found:
+            return out
+        ids, tfs, owner = self._gather(rows)
+        for _, t, idf in found:  # in query-term order, from 0.0: bm25.py's sums
+            hit = ids == t
+            who = owner[hit]
+            tf = tfs[hit].astype(np.float64)
+            out[who] += idf * tf * (self.k1 + 1) / (tf + self._norm[rows[who]])
+        return out
+
+    def top(self, query_tokens: list[str], n: int) -> list[tuple[int, float]]:
+        """The `n` best (row, score) pairs, best first, ties by row: bm25.BM25.top's pairs (see the module doc)."""
+        import tantivy
+
+        found = self._found(query_tokens)
+        if n <= 0 or not found:
+            return []
+        schema = self._index.schema
+        parts = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "t", term, index_option="freq"))
+                 for term, _, _ in found]
+        query = parts[0][1] if len(parts) == 1 else tantivy.Query.boolean_query(parts)
+        limit = max(CANDIDATES * n, MIN_CANDIDATES)
+        while True:
+            hits = self._searcher.search(query, limit, count=False).hits
+            rows = np.asarray(self._searcher.fast_field_values("row", [address for _, address in hits]),
+                              dtype=np.int64)
+            order = np.argsort(rows)
+            rows = rows[order]
+            best = _best_of(rows, self._score(found, rows), n)
+            if len(hits) < limit or len(best) < n:  # tantivy returned every chunk holding a query term
+                return best
+            if best[-1][1] > RATIO * float(hits[-1][0]):  # no chunk it ranked lower can reach the n-th
+                return best
+            limit *= GROWTH
+
+    def top_among(self, query_tokens: list[str], rows: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """bm25.BM25.top_among: the `n` best of `rows` (ascending) that share a term with the query."""
+        rows = np.asarray(rows, dtype=np.int64)
+        scores = self.score_rows(query_tokens, rows)
+        matched = np.flatnonzero(scores)
+        return _best_of(rows[matched], scores[matched], n)
+
+
+def _best_of(rows: np.ndarray, values: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """The `n` best of `rows` (ascending) by `values` (0: not matched, dropped), best first, ties by row."""
+    from selfcrag.knowledge.bm25 import BM25
+
+    kept = np.flatnonzero(values)
+    return BM25._best_of(rows[kept], values[kept], n)
+
+
+def _array(directory: Path, name: str, dtype: str, length: int) -> np.ndarray:
+    where = f"{DIRECTORY}/{name}.npy"
+    try:
+        array = np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:  # missing, not an array, or shorter than its header claims
+        raise DamagedFile(f"{where}: unreadable ({' '.join(str(exc).split())[:120]})") from None
+    if array.dtype != np.dtype(dtype) or array.ndim != 1 or len(array) != length:
+        raise DamagedFile(f"{where}: must be {length:,} values of {np.dtype(dtype).name}, not {len(array):,} of "
+                          f"{array.dtype}")
+    return np.asarray(array)  # a plain array over the mapped file: indexing an np.memmap costs ~4 us more a call
+
+
+def _check(arrays: dict[str, np.ndarray]) -> None:
+    """What a query relies on, in time linear in the chunks and the terms (not the postings: a damaged term id or
+    frequency can only mis-score, never index out of range, since they are compared and multiplied, never used
+    as offsets)."""
+    start, doc_len, term_end = arrays["start"], arrays["doc_len"], arrays["term_end"]
+    if start[0] != 0 or start[-1] != len(arrays["term_ids"]) or (np.diff(start) < 0).any():
+        raise DamagedFile(f"{DIRECTORY}/start.npy: offsets must rise from 0 to {len(arrays['term_ids'])}")
+    if (doc_len < 0).any():
+        raise DamagedFile(f"{DIRECTORY}/doc_len.npy: a negative length")
+    if len(term_end) and (term_end[-1] != len(arrays["term_bytes"]) or (np.diff(term_end) <= 0).any()
+                          or term_end[0] <= 0):
+        raise DamagedFile(f"{DIRECTORY}/term_end.npy: must rise to {len(arrays['term_bytes'])} (the terms' bytes)")
+    if (arrays["df"] < 1).any():
+        raise DamagedFile(f"{DIRECTORY}/df.npy: a term in no chunk")
