@@ -77,14 +77,17 @@ def documents(size: int) -> tuple[list[list[str]], int]:
 
 
 def bm25_arrays(kw) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    from selfcrag.knowledge.keywords import TF_BITS
+
     """The arrays bm25.npz would hold for the same chunks, by transposing the forward index (no second tokenising)."""
     owner = np.repeat(np.arange(len(kw.doc_len), dtype=np.int64), np.diff(kw.start))
-    ids = kw.term_ids.astype(np.int64)
+    ids = (kw.postings >> np.uint64(TF_BITS)).astype(np.int64)
+    tf = (kw.postings & np.uint64((1 << TF_BITS) - 1)).astype("<i4")
     order = np.lexsort((owner, ids))  # by term, then row
     return {"params": np.asarray([kw.k1, kw.b]), "doc_len": np.asarray(kw.doc_len, dtype="<i8"),
             "term_bytes": np.asarray(kw.terms.blob), "term_end": np.asarray(kw.terms.ends, dtype="<i8"),
             "start": np.concatenate([[0], np.cumsum(np.asarray(kw.df, dtype=np.int64))]).astype("<i8"),
-            "rows": owner[order].astype("<i4"), "tf": kw.tf[order].astype("<i4")}
+            "rows": owner[order].astype("<i4"), "tf": tf[order]}
 
 
 class Tantivy:
@@ -168,7 +171,7 @@ def measure(size: int, queries: int, work: Path) -> dict:
     out["keywords_build_cpu_s"] = round(time.process_time() - cpu, 1)  # tantivy's writer threads not included
     out["keywords_build_wall_s"] = round(time.time() - wall, 1)
     del docs
-    out["postings"] = len(kw.term_ids)
+    out["postings"] = len(kw.postings)
     out["vocabulary"] = len(kw.df)
     disk = lambda p: round(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 2**20, 1)  # noqa: E731
     out["keywords_disk_mb"] = disk(directory / "keywords")

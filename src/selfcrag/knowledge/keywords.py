@@ -52,9 +52,10 @@ TANTIVY_K1 = 1.2
 RATIO = (K1 + 1) / (TANTIVY_K1 + 1) * (1 + 1e-4)
 EXACT_UP_TO = 4096  # chunks: up to this size `top` rescores every chunk holding a query term (exact by definition)
 CANDIDATES, MIN_CANDIDATES = 4, 64  # beyond: tantivy's best 4n (at least 64) are rescored
-# A chunk's postings: term id and frequency side by side, 6 bytes, so scoring a chunk touches one page of the
-# mapped file, not two (at 1M chunks, pages of two arrays read ahead grew RSS by 387 MB over 300 questions).
-POSTING = np.dtype([("term", "<i4"), ("tf", "<u2")])
+# A chunk's postings: term id and frequency packed in one uint64 (term << 16 | tf), so scoring a chunk touches one
+# page of the mapped file, not two (at 1M chunks, two arrays read ahead grew RSS by 387 MB over 300 questions). Not
+# a 6-byte record: numpy copies a whole unaligned array before indexing it, which read every page.
+POSTING, TF_BITS = np.dtype("<u8"), 16
 # The arrays (little-endian: a file means the same on any machine) and their lengths: "rows" per chunk, "rows+1"
 # (offsets), "postings", "terms" (per distinct term) or "bytes" (of the terms' UTF-8).
 ARRAYS: dict[str, tuple[np.dtype, str]] = {
@@ -110,7 +111,6 @@ class Keywords:
         self.directory = directory
         self.k1, self.b = K1, B
         self.doc_len, self.start, self.postings, self.df = (arrays[n] for n in ("doc_len", "start", "postings", "df"))
-        self.term_ids, self.tf = self.postings["term"], self.postings["tf"]  # views, not copies
         self.terms = _Terms(arrays["term_bytes"], arrays["term_end"])
         n = len(self.doc_len)
         avgdl = max(float(self.doc_len.sum(dtype=np.int64)) / n, 1e-9) if n else 1.0
@@ -152,8 +152,7 @@ class Keywords:
         if len(frequencies) and frequencies.max() > np.iinfo(np.uint16).max:
             raise ValueError("a chunk repeats a term more than 65,535 times")  # chunks are a few KB: impossible
         encoded = [t.encode("utf-8", "surrogatepass") for t in terms]
-        postings = np.empty(len(order), dtype=POSTING)
-        postings["term"], postings["tf"] = term_ids[order], frequencies
+        postings = (term_ids[order].astype(np.uint64) << np.uint64(TF_BITS)) | frequencies.astype(np.uint64)
         arrays: dict[str, np.ndarray] = {"doc_len": lengths, "start": np.concatenate([[0], np.cumsum(counts)]),
                   "postings": postings, "df": np.bincount(term_ids, minlength=len(terms)),
                   "term_end": np.cumsum([len(e) for e in encoded], dtype=np.int64),
@@ -226,7 +225,7 @@ class Keywords:
         t = self.terms.id(term)
         if t is None:
             return False
-        held = self.term_ids[int(self.start[row]) : int(self.start[row + 1])]
+        held = self.postings[int(self.start[row]) : int(self.start[row + 1])] >> np.uint64(TF_BITS)
         at = int(np.searchsorted(held, t))
         return at < len(held) and int(held[at]) == t
 
@@ -249,7 +248,7 @@ class Keywords:
         offsets = np.cumsum(lengths) - lengths
         at = np.arange(int(lengths.sum())) - np.repeat(offsets - begin, lengths)
         found = self.postings[at]
-        return found["term"], found["tf"], owner
+        return found >> np.uint64(TF_BITS), found & np.uint64((1 << TF_BITS) - 1), owner
 
     def score_rows(self, query_tokens: list[str], rows: np.ndarray | list[int]) -> np.ndarray:
         """bm25.BM25.score_rows: the exact scores of `rows`, from their forward postings only."""
