@@ -30,6 +30,7 @@ import json
 import math
 import mmap
 import os
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ TANTIVY_K1 = 1.2
 RATIO = (K1 + 1) / (TANTIVY_K1 + 1) * (1 + 1e-4)
 EXACT_UP_TO = 4096  # chunks: up to this size `top` rescores every chunk holding a query term (exact by definition)
 CANDIDATES, MIN_CANDIDATES = 4, 64  # beyond: tantivy's best 4n (at least 64) are rescored
+PREAD_UP_TO = 4096  # rows read with one pread each; more (a metadata filter's) through the mapping
 # A chunk's postings: term id and frequency packed in one uint64 (term << 16 | tf), so scoring a chunk touches one
 # page of the mapped file, not two (at 1M chunks, two arrays read ahead grew RSS by 387 MB over 300 questions). Not
 # a 6-byte record: numpy copies a whole unaligned array before indexing it, which read every page.
@@ -60,7 +62,9 @@ POSTING, TF_BITS = np.dtype("<u8"), 16
 # (offsets), "postings", "terms" (per distinct term) or "bytes" (of the terms' UTF-8).
 ARRAYS: dict[str, tuple[np.dtype, str]] = {
     "doc_len": (np.dtype("<i4"), "rows"), "start": (np.dtype("<i8"), "rows+1"), "postings": (POSTING, "postings"),
-    "df": (np.dtype("<i4"), "terms"), "term_end": (np.dtype("<i8"), "terms"), "term_bytes": (np.dtype("|u1"), "bytes")}
+    "df": (np.dtype("<i4"), "terms"), "term_end": (np.dtype("<i8"), "terms"), "term_bytes": (np.dtype("|u1"), "bytes"),
+    # tantivy's documents in its (segment, document) order: where each segment starts, and each one's row
+    "segment_start": (np.dtype("<i8"), "segments+1"), "doc_rows": (np.dtype("<i8"), "rows")}
 WRITER_HEAP = 256_000_000
 
 
@@ -111,6 +115,7 @@ class Keywords:
         self.directory = directory
         self.k1, self.b = K1, B
         self.doc_len, self.start, self.postings, self.df = (arrays[n] for n in ("doc_len", "start", "postings", "df"))
+        self.segment_start, self.doc_rows = arrays["segment_start"], arrays["doc_rows"]
         self.terms = _Terms(arrays["term_bytes"], arrays["term_end"])
         n = len(self.doc_len)
         avgdl = max(float(self.doc_len.sum(dtype=np.int64)) / n, 1e-9) if n else 1.0
@@ -118,6 +123,11 @@ class Keywords:
         self._norm = self.k1 * (1 - self.b + self.b * self.doc_len.astype(np.float64) / avgdl)
         self._index = index
         self._searcher = index.searcher()
+        self._file: int | None = None
+        if hasattr(os, "pread"):  # not on Windows: there the mapping serves every read
+            self._file = os.open(directory / "postings.npy", os.O_RDONLY)
+            weakref.finalize(self, os.close, self._file)
+            self._data_offset = _data_offset(directory / "postings.npy")
 
     def __len__(self) -> int:
         return len(self.doc_len)
@@ -157,7 +167,7 @@ class Keywords:
                   "postings": postings, "df": np.bincount(term_ids, minlength=len(terms)),
                   "term_end": np.cumsum([len(e) for e in encoded], dtype=np.int64),
                   "term_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8)}
-        for name, (dtype, _) in ARRAYS.items():
+        for name, (dtype, _) in list(ARRAYS.items())[:-2]:  # the last two once tantivy has committed
             np.save(directory / f"{name}.npy", np.ascontiguousarray(arrays[name], dtype=dtype))
         (directory / TANTIVY).mkdir()
         index = tantivy.Index(_schema(), path=str(directory / TANTIVY), reuse=False)
@@ -170,8 +180,12 @@ class Keywords:
             writer.add_document(doc)
         writer.commit()
         writer.wait_merging_threads()
+        index.reload()
+        segment_start, doc_rows = _doc_rows(index.searcher(), len(documents))
+        np.save(directory / "segment_start.npy", segment_start.astype("<i8"))
+        np.save(directory / "doc_rows.npy", doc_rows.astype("<i8"))
         meta = {"format": FORMAT, "k1": K1, "b": B, "rows": len(documents), "postings": len(frequencies),
-                "terms": len(terms), "bytes": len(arrays["term_bytes"])}
+                "terms": len(terms), "bytes": len(arrays["term_bytes"]), "segments": len(segment_start) - 1}
         (directory / META).write_text(json.dumps(meta) + "\n")
         return cls.open(directory, len(documents))
 
@@ -189,7 +203,9 @@ class Keywords:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DamagedFile(f"{where}: unreadable ({type(exc).__name__})") from None
         sizes = {"rows": rows, "rows+1": rows + 1}
-        for name in ("postings", "terms", "bytes"):
+        segments = meta.get("segments") if isinstance(meta, dict) else None
+        sizes["segments+1"] = segments + 1 if isinstance(segments, int) and not isinstance(segments, bool) else -1
+        for name in ("postings", "terms", "bytes", "segments"):
             value = meta.get(name) if isinstance(meta, dict) else None
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise DamagedFile(f'{where}: "{name}" must be a count')
@@ -201,11 +217,12 @@ class Keywords:
         try:
             index = tantivy.Index.open(str(directory / TANTIVY))
             index.register_tokenizer("terms", _analyzer())
-            found = index.searcher().num_docs
+            searcher = index.searcher()
         except (OSError, ValueError) as exc:
             raise DamagedFile(f"{DIRECTORY}/{TANTIVY}: unreadable ({' '.join(str(exc).split())[:120]})") from None
-        if found != rows:
-            raise DamagedFile(f"{DIRECTORY}/{TANTIVY}: {found} documents for {rows} chunks")
+        if (searcher.num_docs, searcher.num_segments) != (rows, sizes["segments"]):
+            raise DamagedFile(f"{DIRECTORY}/{TANTIVY}: {searcher.num_docs} documents in {searcher.num_segments} "
+                              f"segments for {rows} chunks in {sizes['segments']}")
         return cls(directory, arrays, index)
 
     # --- queries ------------------------------------------------------------------------------------
@@ -225,7 +242,7 @@ class Keywords:
         t = self.terms.id(term)
         if t is None:
             return False
-        held = self.postings[int(self.start[row]) : int(self.start[row + 1])] >> np.uint64(TF_BITS)
+        held = self._postings_of(np.asarray([row], dtype=np.int64))[0] >> np.uint64(TF_BITS)
         at = int(np.searchsorted(held, t))
         return at < len(held) and int(held[at]) == t
 
@@ -242,13 +259,25 @@ class Keywords:
 
     def _gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The forward postings of `rows`: (term ids, frequencies, position in `rows` of each)."""
+        found, lengths = self._postings_of(rows)
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        return found >> np.uint64(TF_BITS), found & np.uint64((1 << TF_BITS) - 1), owner
+
+    def _postings_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The packed postings of `rows`, end to end, and how many each row has. Read with pread, not through the
+        mapping: a page fault maps the 16 pages around it too (the kernel's fault-around, whatever madvise says),
+        so at 1M chunks 300 questions grew RSS by 487 MB of mapped file. Many rows (a filter's): the mapping."""
         begin, end = self.start[rows], self.start[rows + 1]
         lengths = end - begin
-        owner = np.repeat(np.arange(len(rows)), lengths)
-        offsets = np.cumsum(lengths) - lengths
-        at = np.arange(int(lengths.sum())) - np.repeat(offsets - begin, lengths)
-        found = self.postings[at]
-        return found >> np.uint64(TF_BITS), found & np.uint64((1 << TF_BITS) - 1), owner
+        if self._file is None or len(rows) > PREAD_UP_TO:
+            offsets = np.cumsum(lengths) - lengths
+            return self.postings[np.arange(int(lengths.sum())) - np.repeat(offsets - begin, lengths)], lengths
+        fd, at, size = self._file, self._data_offset, POSTING.itemsize
+        data = b"".join([os.pread(fd, size * (e - b), at + size * b) for b, e in zip(begin.tolist(), end.tolist(),
+                                                                                      strict=True)])
+        if len(data) != size * int(lengths.sum()):
+            raise DamagedFile(f"{DIRECTORY}/postings.npy: shorter than when it was opened")
+        return np.frombuffer(data, dtype=POSTING), lengths
 
     def score_rows(self, query_tokens: list[str], rows: np.ndarray | list[int]) -> np.ndarray:
         """bm25.BM25.score_rows: the exact scores of `rows`, from their forward postings only."""
@@ -284,13 +313,22 @@ class Keywords:
         query = parts[0][1] if len(parts) == 1 else tantivy.Query.boolean_query(parts)
         limit = len(self.doc_len) if len(self.doc_len) <= EXACT_UP_TO else max(CANDIDATES * n, MIN_CANDIDATES)
         hits = self._searcher.search(query, limit, count=False).hits
-        rows = np.sort(np.asarray(self._searcher.fast_field_values("row", [address for _, address in hits]),
-                                  dtype=np.int64))
+        rows = np.sort(self._rows_of(hits))
         best = _best_of(rows, self._score(found, rows), n)
         # every chunk holding a query term is among the candidates, or none that tantivy ranked lower can reach
         # the n-th best score
         proven = len(hits) < limit or (len(best) == n and best[-1][1] > RATIO * float(hits[-1][0]))
         return best, proven
+
+    def _rows_of(self, hits: list[Any]) -> np.ndarray:
+        """The rows of tantivy's hits, from their (segment, document) addresses: the table build() made, as
+        reading the row's fast field back costs 2 us a hit (0.16 ms of a query at 1M chunks)."""
+        segment = np.fromiter((address.segment_ord for _, address in hits), np.int64, len(hits))
+        doc = np.fromiter((address.doc for _, address in hits), np.int64, len(hits))
+        if len(hits) and ((segment >= len(self.segment_start) - 1).any()
+                          or (doc >= np.diff(self.segment_start)[segment]).any()):
+            raise DamagedFile(f"{DIRECTORY}/segment_start.npy: does not match the tantivy index")
+        return self.doc_rows[self.segment_start[segment] + doc]
 
     def top_among(self, query_tokens: list[str], rows: np.ndarray, n: int) -> list[tuple[int, float]]:
         """bm25.BM25.top_among: the `n` best of `rows` (ascending) that share a term with the query."""
@@ -321,6 +359,31 @@ def _array(directory: Path, name: str, dtype: np.dtype, length: int) -> np.ndarr
     return np.asarray(array)  # a plain array over the mapped file: indexing an np.memmap costs ~4 us more a call
 
 
+def _doc_rows(searcher: Any, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(where each segment starts, the row of each document in segment order) of a committed index."""
+    import tantivy
+
+    hits = searcher.search(tantivy.Query.all_query(), max(rows, 1), count=False, order_by_field="row",
+                           order=tantivy.Order.Asc).hits
+    segment = np.fromiter((address.segment_ord for _, address in hits), np.int64, len(hits))
+    doc = np.fromiter((address.doc for _, address in hits), np.int64, len(hits))
+    sizes = np.zeros(searcher.num_segments, dtype=np.int64)
+    np.maximum.at(sizes, segment, doc + 1)
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    doc_rows = np.full(int(start[-1]), -1, dtype=np.int64)
+    doc_rows[start[segment] + doc] = np.asarray([key for key, _ in hits], dtype=np.int64)
+    return start, doc_rows
+
+
+def _data_offset(path: Path) -> int:
+    """Where the array's values start in its .npy file (after the header)."""
+    with path.open("rb") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        read(f)
+        return f.tell()
+
+
 def _check(arrays: dict[str, np.ndarray]) -> None:
     """What a query relies on, in time linear in the chunks and the terms (not the postings: a damaged term id or
     frequency can only mis-score, never index out of range, since they are compared and multiplied, never used
@@ -335,3 +398,8 @@ def _check(arrays: dict[str, np.ndarray]) -> None:
         raise DamagedFile(f"{DIRECTORY}/term_end.npy: must rise to {len(arrays['term_bytes'])} (the terms' bytes)")
     if (arrays["df"] < 1).any():
         raise DamagedFile(f"{DIRECTORY}/df.npy: a term in no chunk")
+    segments, doc_rows = arrays["segment_start"], arrays["doc_rows"]
+    if segments[0] != 0 or segments[-1] != len(doc_rows) or (np.diff(segments) < 0).any():
+        raise DamagedFile(f"{DIRECTORY}/segment_start.npy: offsets must rise from 0 to {len(doc_rows)}")
+    if len(doc_rows) and (doc_rows.min() < 0 or doc_rows.max() >= len(doc_rows)):
+        raise DamagedFile(f"{DIRECTORY}/doc_rows.npy: a row out of range")
