@@ -53,7 +53,6 @@ TANTIVY_K1 = 1.2
 RATIO = (K1 + 1) / (TANTIVY_K1 + 1) * (1 + 1e-4)
 EXACT_UP_TO = 4096  # chunks: up to this size `top` rescores every chunk holding a query term (exact by definition)
 CANDIDATES, MIN_CANDIDATES = 4, 64  # beyond: tantivy's best 4n (at least 64) are rescored
-SORTED_UP_TO = 1024  # candidates ranked by a list sort; more (a filter's rows) by numpy
 PREAD_UP_TO = 4096  # rows read with one pread each; more (a metadata filter's) through the mapping
 # A chunk's postings: term id and frequency packed in one uint64 (term << 16 | tf), so scoring a chunk touches one
 # page of the mapped file, not two (at 1M chunks, two arrays read ahead grew RSS by 387 MB over 300 questions). Not
@@ -289,16 +288,11 @@ class Keywords:
         if not len(rows) or not found:
             return out
         ids, tfs, owner = self._gather(rows)
-        wanted = np.asarray([t for _, t, _ in found], dtype=np.uint64)
-        sorter = np.argsort(wanted)
-        place = np.minimum(np.searchsorted(wanted, ids, sorter=sorter), len(wanted) - 1)
-        hit = wanted[sorter[place]] == ids
-        term = sorter[place[hit]]  # the query position of each posting a query term holds
-        who, tf = owner[hit], tfs[hit].astype(np.float64)
-        idf = np.asarray([idf for _, _, idf in found])[term]
-        weights = idf * tf * (self.k1 + 1) / (tf + self._norm[rows[who]])
-        order = np.argsort(term, kind="stable")  # in query-term order, from 0.0: bm25.py's sums
-        np.add.at(out, who[order], weights[order])  # unbuffered: each row's weights added one after another
+        for _, t, idf in found:  # in query-term order, from 0.0: bm25.py's sums
+            hit = ids == t
+            who = owner[hit]
+            tf = tfs[hit].astype(np.float64)
+            out[who] += idf * tf * (self.k1 + 1) / (tf + self._norm[rows[who]])
         return out
 
     def top(self, query_tokens: list[str], n: int) -> list[tuple[int, float]]:
@@ -349,9 +343,6 @@ def _best_of(rows: np.ndarray, values: np.ndarray, n: int) -> list[tuple[int, fl
     from selfcrag.knowledge.bm25 import BM25
 
     kept = np.flatnonzero(values)
-    if len(kept) <= SORTED_UP_TO:  # a query's candidates: a list sort costs a third of numpy's partition + lexsort
-        pairs = sorted(zip(rows[kept].tolist(), values[kept].tolist(), strict=True), key=lambda p: (-p[1], p[0]))
-        return pairs[: max(n, 0)]
     return BM25._best_of(rows[kept], values[kept], n)
 
 
