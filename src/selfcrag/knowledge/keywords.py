@@ -265,7 +265,7 @@ class Keywords:
 
     def _postings_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The packed postings of `rows`, end to end, and how many each row has. Read with pread, not through the
-        mapping: a page fault maps the 16 pages around it too (the kernel's fault-around, whatever madvise says),
+        mapping: a page fault maps pages around it too (the kernel's fault-around, whatever madvise says),
         so at 1M chunks 300 questions grew RSS by 487 MB of mapped file. Many rows (a filter's): the mapping."""
         begin, end = self.start[rows], self.start[rows + 1]
         lengths = end - begin
@@ -354,7 +354,7 @@ def _array(directory: Path, name: str, dtype: np.dtype, length: int) -> np.ndarr
         raise DamagedFile(f"{where}: unreadable ({' '.join(str(exc).split())[:120]})") from None
     if array.dtype != dtype or array.ndim != 1 or len(array) != length:
         raise DamagedFile(f"{where}: must be {length:,} values of {dtype}, not {len(array):,} of {array.dtype}")
-    if isinstance(array, np.memmap) and hasattr(mmap, "MADV_RANDOM"):  # a chunk's page, not its neighbours'
+    if isinstance(array, np.memmap) and hasattr(mmap, "MADV_RANDOM"):  # no readahead (fault-around still maps more)
         array._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
     return np.asarray(array)  # a plain array over the mapped file: indexing an np.memmap costs ~4 us more a call
 
