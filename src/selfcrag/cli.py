@@ -83,6 +83,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from selfcrag.home import is_postgres
+    from selfcrag.knowledge.reindex import reindex
+
+    if is_postgres(args.index):
+        raise CliError("reindex rebuilds a directory index's files; a PostgreSQL knowledge base keeps its keywords "
+                       "in its tables")
+    print(reindex(args.index).summary())
+    return 0
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     question = (args.question or "").strip()
     if not question:
@@ -305,6 +316,11 @@ def parser() -> argparse.ArgumentParser:
                         help="with --append: a file whose id the index holds from another source (another "
                         "folder's README.md) replaces that document instead of going in under its folder's name")
     ingest.set_defaults(run=cmd_ingest)
+
+    rebuild = sub.add_parser("reindex", help="rebuild an index's keyword index from its stored chunks (an index "
+                             "saved by an older selfcrag, or a damaged keyword index); nothing is embedded")
+    rebuild.add_argument("index", help="the index directory")
+    rebuild.set_defaults(run=cmd_reindex)
 
     ask = sub.add_parser("ask", help="answer a question from an index (default: the bundled sample)")
     ask.add_argument("question")

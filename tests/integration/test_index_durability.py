@@ -232,7 +232,7 @@ def cli_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def files(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def test_ingest_on_a_full_disk_fails_in_one_line_and_keeps_the_old_index(cli_index: Path, tmp_path: Path) -> None:
@@ -281,10 +281,9 @@ def _set_chunk_index(index: Path) -> None:
     (index / "chunks.jsonl").write_text("\n".join([lines[0], json.dumps(record)]) + "\n", encoding="utf-8")
 
 
-def _bm25_row(index: Path) -> None:
-    arrays = dict(np.load(index / "bm25.npz"))
-    arrays["rows"] = arrays["rows"] + 7  # postings of chunks the index does not have
-    np.savez(index / "bm25.npz", **arrays)
+def _keyword_offsets(index: Path) -> None:
+    start = np.load(index / "keywords" / "start.npy")
+    np.save(index / "keywords" / "start.npy", start + 7)  # postings past the end of the file
 
 
 def _truncate_vectors(index: Path) -> None:
@@ -293,9 +292,10 @@ def _truncate_vectors(index: Path) -> None:
 
 
 @pytest.mark.parametrize(("damage", "message"), [
-    (_set_chunk_index, 'chunks.jsonl line 2: "chunk_index" must be an integer'),
-    (_bm25_row, 'bm25.npz: "rows" holds a row out of range'),
-    (_truncate_vectors, "vectors.faiss: 3,017 bytes but its header claims 2 vectors of 384 dimensions (3,117 bytes)"),
+    (_set_chunk_index, 'is damaged: chunks.jsonl line 2: "chunk_index" must be an integer'),
+    (_keyword_offsets, "has a damaged keyword index: keywords/start.npy: offsets must rise from 0 to"),
+    (_truncate_vectors, "is damaged: vectors.faiss: 3,017 bytes but its header claims 2 vectors of 384 dimensions "
+                        "(3,117 bytes)"),
 ])
 def test_ask_on_a_damaged_index_says_what_is_wrong_in_one_line(cli_index: Path, tmp_path: Path, damage,
                                                                 message: str) -> None:
@@ -304,7 +304,7 @@ def test_ask_on_a_damaged_index_says_what_is_wrong_in_one_line(cli_index: Path, 
     damage(index)
     proc = run("ask", "How many bridges?", "--index", str(index))
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"selfcrag: error: index at {index} is damaged: {message}"), proc.stderr
+    assert proc.stderr.startswith(f"selfcrag: error: index at {index} {message}"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
@@ -335,3 +335,36 @@ def test_ingest_skips_bad_records_with_a_warning_each_and_strict_refuses_them(tm
     proc = run("ingest", str(nothing), "--index", str(tmp_path / "none"))
     assert proc.returncode == 1 and "no usable documents" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
+
+
+def test_reindex_converts_an_older_index_that_ask_refused_in_one_line(cli_index: Path, tmp_path: Path) -> None:
+    """An index as selfcrag saved it before issue 46 (format 1, keywords in bm25.npz): `ask` names `selfcrag reindex`,
+    which rebuilds the keyword index from chunks.jsonl without embedding anything; then `ask` answers from it."""
+    from selfcrag.knowledge.bm25 import BM25
+    from selfcrag.knowledge.documents import Chunk
+    from selfcrag.knowledge.retrieval import index_text
+
+    index = tmp_path / "index"
+    shutil.copytree(cli_index, index)
+    chunks = [Chunk(**json.loads(line)) for line in (index / "chunks.jsonl").read_text().splitlines()]
+    shutil.rmtree(index / "keywords")
+    with (index / "bm25.npz").open("wb") as out:
+        np.savez(out, **BM25([keyword_tokens(index_text(c)) for c in chunks]).to_arrays())  # type: ignore[arg-type]
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
+    vectors = (index / "vectors.faiss").read_bytes()
+
+    proc = run("ask", "How many bridges?", "--index", str(index))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.strip().endswith(f"`selfcrag reindex {index}` (nothing is embedded again)"), proc.stderr
+    proc = run("reindex", str(index))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"rebuilt the keyword index of 2 chunks in {index}"), proc.stdout
+    assert (index / "vectors.faiss").read_bytes() == vectors and not (index / "bm25.npz").exists()
+    proc = run("ask", "How many bridges does Quellport have?", "--index", str(index), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["citations"][0]["doc_id"] == "bridges"
+    proc = run("reindex", str(tmp_path / "nowhere"))
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        f"selfcrag: error: no index at {tmp_path / 'nowhere'}; build one with `selfcrag ingest PATH --index "
+        f"{tmp_path / 'nowhere'}`")

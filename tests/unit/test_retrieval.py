@@ -34,6 +34,7 @@ from selfcrag.knowledge.documents import (
     read_documents,
 )
 from selfcrag.knowledge.loaded_indexes import index_for, open_index, sample_index
+from selfcrag.knowledge.reindex import reindex
 from selfcrag.knowledge.retrieval import HybridIndex, LangChainRetriever
 from selfcrag.text.text import keyword_tokens, split_sentences
 
@@ -340,7 +341,7 @@ def test_save_load_round_trip_returns_identical_results(index: HybridIndex, tmp_
     index.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
     assert manifest["embedder"] == "test/bow" and manifest["dim"] == BowEmbedder.dim
-    assert (manifest["chunks"], manifest["documents"], manifest["format_version"]) == (len(index), 5, 1)
+    assert (manifest["chunks"], manifest["documents"], manifest["format_version"]) == (len(index), 5, 2)
     assert manifest["created"]
 
     loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
@@ -365,8 +366,13 @@ def test_an_index_records_its_keyword_tokenizer_and_refuses_another(index: Hybri
     assert manifest["tokenizer"] == TOKENIZER
     del manifest["tokenizer"]  # an index from before Chinese was cut into pairs
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(IngestError, match=r"built with keyword tokenizer 'words/1' but the current keyword tokenizer"):
+    with pytest.raises(IngestError, match=r"built with keyword tokenizer 'words/1' but the current one is .*; rebuild "
+                       r"its keyword index with `selfcrag reindex "):
         HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    reindex(tmp_path / "idx")  # the keywords are cut again from the stored chunks
+    assert json.loads(manifest_path.read_text())["tokenizer"] == TOKENIZER
+    loaded = HybridIndex.load(tmp_path / "idx", BowEmbedder())
+    assert loaded.retrieve("refund policy", ctx()) == index.retrieve("refund policy", ctx())
 
 
 def test_chinese_chunks_are_kept_whole_and_found_by_their_words() -> None:
@@ -399,7 +405,7 @@ def test_missing_or_incomplete_index_says_how_to_build_one(index: HybridIndex, t
     assert str(err.value) == f"no index at {missing}; build one with `selfcrag ingest PATH --index {missing}`"
 
     index.save(tmp_path / "idx")
-    (tmp_path / "idx" / "bm25.npz").unlink()
+    (tmp_path / "idx" / "manifest.json").unlink()  # written last: a save that never finished
     with pytest.raises(IngestError, match="no index at"):
         HybridIndex.load(tmp_path / "idx", BowEmbedder())
     index.save(tmp_path / "idx")
@@ -422,27 +428,6 @@ def legacy_state(bm25: BM25) -> dict:
     return {"format": 1, "k1": bm25.k1, "b": bm25.b, "doc_len": bm25.doc_len.tolist(), "postings": postings}
 
 
-def _legacy(damage):
-    """Turn a saved index into one saved before bm25.npz, then damage its bm25.json."""
-    def convert_then_damage(idx: Path) -> None:
-        from selfcrag.knowledge.bm25 import ARRAYS
-        from selfcrag.knowledge.index_files import read_keywords
-
-        _, arrays = read_keywords(idx, ARRAYS)
-        (idx / "bm25.json").write_text(json.dumps(legacy_state(BM25.from_arrays(arrays))))
-        (idx / "bm25.npz").unlink()
-        damage(idx)
-    return convert_then_damage
-
-
-def _rewrite_arrays(change):
-    def damage(idx: Path) -> None:
-        arrays = dict(np.load(idx / "bm25.npz"))
-        change(arrays)
-        np.savez(idx / "bm25.npz", **arrays)
-    return damage
-
-
 def _chunk_line(n: int, change):
     def damage(idx: Path) -> None:
         lines = (idx / "chunks.jsonl").read_text().splitlines()
@@ -451,10 +436,6 @@ def _chunk_line(n: int, change):
         lines[n - 1] = json.dumps(record)
         (idx / "chunks.jsonl").write_text("\n".join(lines) + "\n")
     return damage
-
-
-def _first_term(state: dict) -> str:
-    return next(iter(state["postings"]))
 
 
 def _truncate(name: str, keep: float):
@@ -485,25 +466,6 @@ DAMAGE = {
         "chunks.jsonl: 4 chunks but manifest.json says 5"),
     "chunk line not UTF-8": (lambda idx: (idx / "chunks.jsonl").write_bytes(
         (idx / "chunks.jsonl").read_bytes().replace(b"Tomatoes", b"Tom\xe4toes")), "chunks.jsonl line 5: not UTF-8"),
-    "BM25 row out of range": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][
-        _first_term(s)].append([99, 1]))), "row 99 is out of range (5 documents)"),
-    "BM25 row repeated": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s["postings"][
-        _first_term(s)].insert(0, [4, 1]))), "is repeated or out of order"),
-    "BM25 lengths not a list": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(
-        doc_len={"0": 3}))), 'bm25.json: "doc_len" must be a list of non-negative integers'),
-    "BM25 k1 a string": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(k1="1.5"))),
-                         'bm25.json: "k1" must be a non-negative number'),
-    "BM25 for fewer chunks": (_legacy(lambda idx: _rewrite_json(idx / "bm25.json", lambda s: s.update(
-        doc_len=s["doc_len"][:4], postings={t: [p for p in ps if p[0] < 4] for t, ps in s["postings"].items()}))),
-        "bm25.json: 4 documents but manifest.json says 5 chunks"),
-    "BM25 truncated": (_legacy(_truncate("bm25.json", 0.5)), "bm25.json: invalid JSON at line 1"),
-    "BM25 arrays truncated": (_truncate("bm25.npz", 0.5), "bm25.npz: not a readable archive"),
-    "BM25 arrays row out of range": (_rewrite_arrays(lambda a: a.update(rows=a["rows"] + 5)),
-                                     'bm25.npz: "rows" holds a row out of range (5 documents)'),
-    "BM25 arrays of another type": (_rewrite_arrays(lambda a: a.update(tf=a["tf"].astype(float))),
-                                    'bm25.npz: "tf" must be a one-dimensional int32 array'),
-    "BM25 arrays for fewer chunks": (_rewrite_arrays(lambda a: a.update(doc_len=a["doc_len"][:4])),
-                                     'bm25.npz: "rows" holds a row out of range (4 documents)'),
     "vectors truncated": (_truncate("vectors.faiss", 0.5), "vectors.faiss: 5,142 bytes but its header claims "
                                                            "5 vectors of 512 dimensions (10,285 bytes)"),
     "vectors cut inside the header": (_truncate("vectors.faiss", 0.001), "too short for a FAISS header"),

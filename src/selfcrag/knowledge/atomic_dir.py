@@ -137,8 +137,8 @@ def replace_directory(path: Path, fill: Callable[[Path], None]) -> None:
     old = None
     try:
         fill(tmp)
-        for entry in tmp.iterdir():
-            _fsync(entry)
+        for entry in sorted(tmp.rglob("*"), reverse=True):  # a subdirectory's files before it (keywords/)
+            _fsync(entry, directory=entry.is_dir())
         _fsync(tmp, directory=True)
         with _parent_locked(path.parent), _interrupts_deferred():
             _remove_dead_leftovers(path)

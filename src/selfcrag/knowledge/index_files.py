@@ -1,12 +1,12 @@
-"""The four files of a saved index, written whole and checked field by field before anything is believed.
+"""The files of a saved index, written whole and checked field by field before anything is believed.
 
 A damaged file must give one line naming the file and what is wrong — never a traceback, and never an
 allocation the file cannot back: `vectors.faiss` says in its header how many vectors follow, and faiss
 allocates that much before it reads them (a 4.6 KB file claiming 2 GB grew a process to 2.4 GB), so the
-header is parsed here and checked against the file's real size before faiss sees it. The keyword index
-(`bm25.npz`, uncompressed numpy arrays) gets the same treatment: each array's header is checked against its
-stored bytes before numpy allocates, and pickled objects are refused. Indexes saved before it keep their
-`bm25.json`, which still loads.
+header is parsed here and checked against the file's real size before faiss sees it. The keyword index is the
+directory `keywords/` (keywords.py writes and checks it; changed: issue 46). Indexes saved before it hold
+`bm25.npz` (uncompressed numpy arrays; `read_keywords` still reads them for bm25.py, the reference BM25) or
+`bm25.json`: they open after `selfcrag reindex DIR` rebuilds their keyword index from `chunks.jsonl`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
 import struct
 import zipfile
 from collections.abc import Iterable
@@ -24,10 +25,12 @@ import numpy as np
 
 from selfcrag.errors import DamagedFile
 
-MANIFEST, VECTORS, CHUNKS, KEYWORDS = "manifest.json", "vectors.faiss", "chunks.jsonl", "bm25.npz"
-LEGACY_KEYWORDS = "bm25.json"  # the keyword index of indexes saved before bm25.npz: read, never written
-FILES = (MANIFEST, VECTORS, CHUNKS, KEYWORDS)
-KNOWN = (*FILES, LEGACY_KEYWORDS)  # what may sit in an index directory that a save replaces
+MANIFEST, VECTORS, CHUNKS = "manifest.json", "vectors.faiss", "chunks.jsonl"
+KEYWORD_DIR = "keywords"  # keywords.py's directory (issue 46)
+KEYWORDS = "bm25.npz"  # bm25.py's arrays: the keyword index of indexes saved before keywords/
+LEGACY_KEYWORDS = "bm25.json"  # the keyword index of indexes saved before bm25.npz
+FILES = (MANIFEST, VECTORS, CHUNKS)  # what makes an index complete (an old one too: it is told to reindex)
+KNOWN = (*FILES, KEYWORD_DIR, KEYWORDS, LEGACY_KEYWORDS)  # what may sit in an index directory a save replaces
 CHUNK_FIELDS = {"id": str, "doc_id": str, "chunk_index": int, "title": str, "source": str, "text": str}
 # faiss's IndexFlatIP on disk: fourcc, d (int32), ntotal (int64), two unused int64, is_trained (uint8),
 # metric (int32; 0 = inner product), then the vectors as a float array: its length (uint64) and the floats.
@@ -44,8 +47,7 @@ def is_number(value: object) -> bool:
 
 
 def complete(directory: Path) -> bool:
-    keywords = (directory / KEYWORDS).is_file() or (directory / LEGACY_KEYWORDS).is_file()
-    return keywords and all((directory / name).is_file() for name in FILES if name != KEYWORDS)
+    return all((directory / name).is_file() for name in FILES)
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -57,15 +59,19 @@ def _write(path: Path, parts: Iterable[bytes]) -> None:
             out.write(part)
 
 
-def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]], bm25: dict[str, np.ndarray],
+def write_files(directory: Path, vectors: Any, chunks: Iterable[dict[str, Any]], keywords: Path,
                 manifest: dict[str, Any]) -> None:
-    """The manifest goes last: a directory without one was never finished."""
+    """`keywords`: the keyword index's directory, copied in. The manifest goes last: a directory without one was
+    never finished."""
     import faiss
 
     _write(directory / VECTORS, [faiss.serialize_index(vectors).tobytes()])
     _write(directory / CHUNKS, ((json.dumps(c, ensure_ascii=False) + "\n").encode() for c in chunks))
-    with (directory / KEYWORDS).open("wb") as out:  # uncompressed: an array is as big as its stored bytes (checked)
-        np.savez(out, **bm25)  # type: ignore[arg-type]
+    shutil.copytree(keywords, directory / KEYWORD_DIR)
+    write_manifest(directory, manifest)
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     _write(directory / MANIFEST, [(json.dumps(manifest, indent=2) + "\n").encode()])
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -23,12 +26,12 @@ from selfcrag.contract import Embedder, Passage
 from selfcrag.errors import DamagedFile, IngestError
 from selfcrag.knowledge import index_files, vector_index
 from selfcrag.knowledge.atomic_dir import reading, recover_directory, replace_directory
-from selfcrag.knowledge.bm25 import ARRAYS, BM25
 from selfcrag.knowledge.documents import Chunk
 from selfcrag.knowledge.embeddings import (
     query_vector,  # the graders read it from the same cache
     reads,
 )
+from selfcrag.knowledge.keywords import Keywords
 from selfcrag.knowledge.metadata_filter import MetadataFilter, RowsByValue
 from selfcrag.knowledge.vector_store import TextVectors, embed_index
 from selfcrag.knowledge.vector_store import key as text_key
@@ -38,7 +41,9 @@ if TYPE_CHECKING:
     from langchain_core.retrievers import BaseRetriever
 
 
-FORMAT_VERSION = 1
+# 2: the keyword index is keywords/ (keywords.py; changed: issue 46). An index of format 1 (bm25.npz or bm25.json)
+# opens after `selfcrag reindex` (reindex.py) rebuilds it from chunks.jsonl.
+FORMAT_VERSION = 2
 DOC_HASHES = "documents.json"  # each document's content hash, for `ingest --append` (ingest.py)
 CANDIDATES_PER_K = 4  # each retriever proposes 4*k chunks; fusion picks k from their union
 # A query token with a digit and a letter, or an underscore: an error code, a user id, a version.
@@ -46,6 +51,18 @@ _IDENTIFIER = re.compile(r"_|(?=.*\d)(?=.*[a-z])")
 
 
 # --- the hybrid index -------------------------------------------------------------------------------
+
+
+REINDEXED = (1,)  # formats `selfcrag reindex` brings to FORMAT_VERSION
+
+
+def scratch_keywords(documents: list[list[str]]) -> Keywords:
+    """The keyword index of a new HybridIndex, in a temporary directory that goes with it (save copies it into the
+    index's directory)."""
+    scratch = Path(tempfile.mkdtemp(prefix="selfcrag-keywords-"))
+    keywords = Keywords.build(documents, scratch / index_files.KEYWORD_DIR)
+    weakref.finalize(keywords, shutil.rmtree, scratch, ignore_errors=True)  # mapped files outlive the unlink
+    return keywords
 
 
 def index_text(chunk: Chunk) -> str:
@@ -156,7 +173,8 @@ class HybridIndex:
 
     FILTERS_METADATA = True  # retrieve, nearest, knows and titles take a metadata filter (scoped.py)
 
-    def __init__(self, chunks: list[Chunk], vectors: Any, bm25: BM25, embedder: Embedder, created: str = "") -> None:
+    def __init__(self, chunks: list[Chunk], vectors: Any, bm25: Keywords, embedder: Embedder,
+                 created: str = "") -> None:
         self.chunks = chunks
         self.embedder = embedder
         self.created = created or datetime.now(UTC).isoformat(timespec="seconds")
@@ -182,13 +200,7 @@ class HybridIndex:
     def knows(self, token: str, where: MetadataFilter | None = None) -> bool:
         """Whether any chunk (matching `where`) has this keyword token (contract.Vocabulary: can the index cover a
         question?)."""
-        if where is None:
-            return token in self._bm25.vocab
-        term = self._bm25.vocab.get(token)
-        if term is None:
-            return False
-        postings = self._bm25.rows[self._bm25.start[term] : self._bm25.start[term + 1]]
-        return bool(np.isin(postings, self.rows_matching(where), assume_unique=True).any())
+        return self._bm25.knows(token, None if where is None else self.rows_matching(where))
 
     def titles(self, limit: int, where: MetadataFilter | None = None) -> list[str]:
         """The first `limit` documents' titles (of those matching `where`), in index order, each once: what a direct
@@ -227,7 +239,7 @@ class HybridIndex:
         if vector_kind is None:
             vector_kind = Context.from_env().vector_index
         searched = vector_index.build(vectors, vector_index.chosen(vector_kind, len(chunks)))
-        return cls(list(chunks), searched, BM25([keyword_tokens(t) for t in texts]), embedder).attach(store)
+        return cls(list(chunks), searched, scratch_keywords([keyword_tokens(t) for t in texts]), embedder).attach(store)
 
     def retrieve(self, query: str, settings: Context, where: MetadataFilter | None = None) -> list[Passage]:
         """The `settings.k` best chunks for `query`; with `where`, among the chunks whose metadata matches it only
@@ -319,7 +331,7 @@ class HybridIndex:
         chunks = ({k: v for k, v in asdict(chunk).items() if k != "metadata" or v} for chunk in self.chunks)
 
         def write(tmp: Path) -> None:
-            index_files.write_files(tmp, self._vectors, chunks, self._bm25.to_arrays(), self.manifest())
+            index_files.write_files(tmp, self._vectors, chunks, self._bm25.directory, self.manifest())
             TextVectors.write(tmp, self.text_vectors)  # the stored text vectors, when this index has them
             if self.doc_hashes:
                 (tmp / DOC_HASHES).write_text(json.dumps({"documents": self.doc_hashes}, ensure_ascii=False))
@@ -338,8 +350,12 @@ class HybridIndex:
     @classmethod
     def _read(cls, path: Path, directory: str | Path, embedder: Embedder) -> HybridIndex:
         rebuild = f"rebuild it with `selfcrag ingest PATH --index {directory}`"
+        reindex = f"rebuild its keyword index with `selfcrag reindex {directory}` (nothing is embedded again)"
         try:
             manifest = index_files.read_manifest(path)
+            if manifest["format_version"] in REINDEXED:
+                raise IngestError(f"index at {directory} was saved by an older selfcrag (keywords in "
+                                  f"{index_files.KEYWORDS}); {reindex}")
             if manifest["format_version"] != FORMAT_VERSION:
                 raise IngestError(f"index at {directory} has format {manifest['format_version']!r}, "
                                   f"this selfcrag reads {FORMAT_VERSION}; {rebuild}")
@@ -348,19 +364,17 @@ class HybridIndex:
                                 "vectors of two embedding models are not comparable")
             # Indexes from before the tokenizer was recorded cut Chinese into single characters.
             if manifest.get("tokenizer", "words/1") != TOKENIZER:
-                raise _mismatch(directory, "keyword tokenizer", manifest.get("tokenizer", "words/1"), TOKENIZER,
-                                "its keywords would not match the queries'")
+                raise IngestError(f"index at {directory} was built with keyword tokenizer "
+                                  f"{manifest.get('tokenizer', 'words/1')!r} but the current one is {TOKENIZER!r} "
+                                  f"(its keywords would not match the queries'); {reindex}")
             count = manifest["chunks"]
             vectors = index_files.read_vectors(path, manifest["dim"], count, manifest.get("vector_index", "flat"))
             chunks = [Chunk(**record) for record in index_files.read_chunks(path, count)]
-            keywords, state = index_files.read_keywords(path, ARRAYS)
-            try:  # an index saved before bm25.npz has its JSON state: it still loads
-                bm25 = BM25.from_arrays(state) if keywords == index_files.KEYWORDS else BM25.from_dict(state)
-            except ValueError as exc:
-                raise DamagedFile(f"{keywords}: {exc}") from None
-            if len(bm25) != count:
-                raise DamagedFile(f"{keywords}: {len(bm25)} documents but "
-                                              f"{index_files.MANIFEST} says {count} chunks")
+            try:
+                bm25 = Keywords.open(path / index_files.KEYWORD_DIR, count)
+            except DamagedFile as exc:  # derived from chunks.jsonl: rebuilt without embedding anything
+                raise IngestError(f"index at {directory} has a damaged keyword index: {_one_line(exc)}; "
+                                  f"{reindex}") from None
         except IngestError:
             raise
         except DamagedFile as exc:
