@@ -114,3 +114,21 @@ def test_an_offline_question_imports_no_model_client_database_driver_or_server()
     assert done.returncode == 0, done.stderr
     assert "5 to 7 business days" in done.stdout  # the question was answered, offline
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_the_command_is_run_which_exits_with_mains_code_and_no_last_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import tomllib
+
+    from selfcrag import cli
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["selfcrag"] == "selfcrag.cli:run"
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            cli.run()
+        assert exit_.value.code == 3
+        assert gc.get_freeze_count() > 0  # what is alive is left out of the exit's collection
+    finally:
+        gc.unfreeze()  # this process goes on: collect as usual
