@@ -20,6 +20,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -123,6 +124,8 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
+    for _, env in commands.values():  # each home holds the sample index and the model's optimized copy (~90 MB)
+        shutil.rmtree(env["SELFCRAG_HOME"], ignore_errors=True)
     return 0
 
 
