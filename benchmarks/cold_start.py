@@ -7,9 +7,10 @@ Each command runs `--runs` times, alternating (so load on the shared machine hit
 process; each source tree has its own SELFCRAG_HOME (the sample index cached there by one unmeasured run first, as
 on a user's machine after the first question). CPU is the child's user + system time (`RUSAGE_CHILDREN`), wall is
 `perf_counter`; medians of each. `--before DIR` also runs another checkout's code (main's `src`) alternately.
-`python -X importtime` of the ask names what its imports cost. `--goal-s S`: the CPU seconds a cold ask is meant
-to take; the file and the table say whether the median met it (`goal_s`, `met`; null when no goal was given).
-Writes benchmarks/results/cold_start.json.
+Each runs the tree's `selfcrag` entry point as pyproject names it (`selfcrag.cli:run`; `main` in a tree from
+before it). `python -X importtime` of the ask names what its imports cost. `--goal-s S`: the CPU seconds a cold
+ask is meant to take; the file and the table say whether the median met it (`goal_s`, `met`; null when no goal
+was given). Writes benchmarks/results/cold_start.json.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,7 +33,9 @@ from provenance import provenance
 ROOT = Path(__file__).resolve().parent.parent
 START_GOAL_S = 0.3  # CPU seconds for --version and --help (issue 46): they parse arguments and import nothing heavy
 RATIO_GOAL = 1.5  # a cold `selfcrag ask`, as a multiple of the floor's CPU (issue 46)
-CLI = "import sys; from selfcrag.cli import main; sys.exit(main())"
+# The `selfcrag` command as installed: pyproject's entry point, `run` (which exits without the interpreter's last
+# garbage collection), or `main` in a tree from before `run` (a --before checkout).
+CLI = "import sys, selfcrag.cli as cli; cli.run() if hasattr(cli, 'run') else sys.exit(cli.main())"
 
 
 def measured(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -120,6 +124,8 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
+    for _, env in commands.values():  # each home holds the sample index and the model's optimized copy (~90 MB)
+        shutil.rmtree(env["SELFCRAG_HOME"], ignore_errors=True)
     return 0
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -14,8 +15,9 @@ for name in [n for n in os.environ if n.startswith("SELFCRAG_")]:
     del os.environ[name]
 os.environ.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
 os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "1")
-# The built sample index is cached per test session, not in the user's home.
-os.environ["SELFCRAG_CACHE_DIR"] = tempfile.mkdtemp(prefix="selfcrag-test-cache-")
+# The built sample index (and the embedding model's optimized copy, ~90 MB) is cached per test session, not in the
+# user's home, and removed when the session ends (pytest_unconfigure).
+SESSION_CACHE = os.environ["SELFCRAG_CACHE_DIR"] = tempfile.mkdtemp(prefix="selfcrag-test-cache-")
 # Threads, reviews and run records go to a store of this session, never the user's (SELFCRAG_HOME).
 os.environ["SELFCRAG_HOME"] = tempfile.mkdtemp(prefix="selfcrag-test-home-")
 
@@ -63,3 +65,7 @@ def pytest_terminal_summary(terminalreporter, config):  # noqa: ANN001, ANN201
         terminalreporter.write_line(f"{left} system tests not run here: `python -m pytest -q -m system` runs them "
                                     "(PostgreSQL, langgraph dev servers, Chromium, the real model; CI runs both)")
 
+
+
+def pytest_unconfigure(config):  # noqa: ANN001, ANN201
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)  # derived files only: the next session builds its own

@@ -8,12 +8,14 @@ and read by a model, so both are cut to what it needs: `SelfCragGraph.as_tool` (
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import Callbacks
-from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # langchain_core.tools loads when a tool is made: ~15 ms of every graph's start, tool or not
+    from langchain_core.tools import BaseTool
 
 DESCRIPTION = "Answer a question from the knowledge base, with the sources the answer cites."
 
@@ -47,6 +49,8 @@ class SelfCragGraph(CompiledStateGraph[Any, Any, Any, Any]):
         `arg_types` (langchain_core's ways to change them) are refused."""
         if args_schema is not None or arg_types is not None:
             raise TypeError("the tool's only argument is `question`; args_schema and arg_types cannot change it")
+        from langchain_core.tools import StructuredTool
+
         graph = self
 
         def ask(question: str, callbacks: Callbacks = None) -> dict[str, Any]:

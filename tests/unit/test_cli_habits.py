@@ -91,3 +91,44 @@ def test_env_file_fills_what_the_shell_left_unset(tmp_path: Path, monkeypatch: p
         assert os.environ["SELFCRAG_TEST_BOTH"] == "shell"
     finally:
         os.environ.pop("SELFCRAG_TEST_FROM_FILE", None)
+
+
+# What an offline question has no use for (issue 46: a cold `selfcrag ask` within 1.5x `import langgraph.graph`):
+# the model clients, the PostgreSQL driver, web search, the server, ingest's file readers and progress bar, the eval's
+# plots, the torch runtime, and the tool wrapper. httpx and requests are not here: `import langgraph.graph` loads them.
+UNNEEDED = ("openai", "langchain_openai", "tiktoken", "psycopg", "psycopg_pool", "pgvector", "tavily", "fastapi",
+            "starlette", "uvicorn", "langgraph_api", "tqdm", "pypdf", "bs4", "docx2txt", "matplotlib", "torch",
+            "sentence_transformers", "xllamacpp", "langchain_core.tools")  # fmt: skip
+ASKED = """import sys
+from selfcrag.cli import main
+code = main(sys.argv[1:])
+print(sorted(m for m in UNNEEDED if m in sys.modules), file=sys.stderr)
+sys.exit(code)
+""".replace("UNNEEDED", repr(UNNEEDED))
+
+
+def test_an_offline_question_imports_no_model_client_database_driver_or_server() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY")}
+    done = subprocess.run([sys.executable, "-c", ASKED, "ask", "How long do refunds take?"], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "5 to 7 business days" in done.stdout  # the question was answered, offline
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_the_command_is_run_which_exits_with_mains_code_and_no_last_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import tomllib
+
+    from selfcrag import cli
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["selfcrag"] == "selfcrag.cli:run"
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            cli.run()
+        assert exit_.value.code == 3
+        assert gc.get_freeze_count() > 0  # what is alive is left out of the exit's collection
+    finally:
+        gc.unfreeze()  # this process goes on: collect as usual

