@@ -49,7 +49,8 @@ def error_text(output) -> str:  # noqa: ANN001
 
 
 def snapshot(index: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(index.iterdir())}
+    # every file, keywords/ and its tantivy files included: "writes nothing" is about the whole directory
+    return {str(p.relative_to(index)): p.read_bytes() for p in sorted(index.rglob("*")) if p.is_file()}
 
 
 def test_enabled_indexer_appends_and_the_graph_answers_from_the_new_document(tmp_path: Path) -> None:
