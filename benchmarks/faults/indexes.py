@@ -1,11 +1,12 @@
 """Saved indexes: `kill -9` in the middle of repeated saves, and each file of an index damaged as a disk or a hand
-would (the four files of knowledge/index_files.py, and an older index's `bm25.json`)."""
+would (the files of knowledge/index_files.py and keywords.py's keywords/, and an index of the format before it)."""
 
 from __future__ import annotations
 
-import io
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from faults.core import Outcome, cases
-from selfcrag.knowledge.index_files import CHUNKS, KEYWORDS, LEGACY_KEYWORDS, MANIFEST, VECTORS
+from selfcrag.knowledge.index_files import CHUNKS, KEYWORD_DIR, KEYWORDS, MANIFEST, VECTORS
 
 SAVER = textwrap.dedent("""
     import sys, itertools
@@ -93,19 +94,23 @@ cases(
 )
 
 
-def _keywords(directory: Path, change: Callable[[dict[str, np.ndarray]], None], compress: bool = False) -> None:
-    """Rewrite bm25.npz with `change` applied to its arrays (our own file, so np.load is safe here)."""
-    with np.load(directory / KEYWORDS) as stored:
-        arrays = {name: stored[name] for name in stored.files}
-    change(arrays)
-    buffer = io.BytesIO()
-    (np.savez_compressed if compress else np.savez)(buffer, **arrays)  # type: ignore[operator]
-    (directory / KEYWORDS).write_bytes(buffer.getvalue())
+def _keyword_array(directory: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Rewrite one of keywords/'s arrays with `change` applied (our own file, so np.load is safe here)."""
+    path = directory / KEYWORD_DIR / f"{name}.npy"
+    np.save(path, change(np.load(path)))
 
 
-def _legacy(directory: Path, text: str) -> None:
-    (directory / KEYWORDS).unlink()
-    (directory / LEGACY_KEYWORDS).write_text(text)
+def _tantivy_meta(directory: Path) -> None:
+    (directory / KEYWORD_DIR / "tantivy" / "meta.json").write_text("{")
+
+
+def _older_format(directory: Path) -> None:
+    """An index as selfcrag saved it before keywords/ (format 1, bm25.npz): refused with the command that
+    converts it."""
+    shutil.rmtree(directory / KEYWORD_DIR)
+    (directory / KEYWORDS).write_bytes(b"")
+    manifest = json.loads((directory / MANIFEST).read_text())
+    (directory / MANIFEST).write_text(json.dumps({**manifest, "format_version": 1}))
 
 
 def _cut(path: Path, keep: int) -> None:
@@ -122,17 +127,16 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
         (d / CHUNKS).read_text().replace('"chunk_index": 0', '"chunk_index": "zero"', 1)
     ),
     "chunks truncated": lambda d: _cut(d / CHUNKS, 500),
-    "keywords not an archive": lambda d: (d / KEYWORDS).write_text("[1, 2"),
-    "keywords archive truncated": lambda d: _cut(d / KEYWORDS, (d / KEYWORDS).stat().st_size // 2),
-    "keywords row out of range": lambda d: _keywords(d, lambda a: a["rows"].__setitem__(0, 999_999)),
-    "keywords array compressed": lambda d: _keywords(d, lambda a: None, compress=True),
-    "keywords array of objects": lambda d: _keywords(d, lambda a: a.__setitem__("rows", np.array([{}], object))),
-    "keywords array missing": lambda d: _keywords(d, lambda a: a.pop("tf")),
-    "keywords file missing": lambda d: (d / KEYWORDS).unlink(),
-    "an older index's bm25.json not JSON": lambda d: _legacy(d, "[1, 2"),
-    "an older index's bm25.json row out of range": lambda d: _legacy(
-        d, '{"format": 1, "doc_len": [3], "postings": {"x": [[999999, 1]]}}'
-    ),
+    "keywords description not JSON": lambda d: (d / KEYWORD_DIR / "keywords.json").write_text("[1, 2"),
+    "keywords row out of range": lambda d: _keyword_array(d, "doc_rows", lambda a: np.full_like(a, 999_999)),
+    "keywords postings truncated": lambda d: _cut(d / KEYWORD_DIR / "postings.npy",
+                                                  (d / KEYWORD_DIR / "postings.npy").stat().st_size // 2),
+    "an older index's keyword file (format 1)": _older_format,
+    "keywords array of objects": lambda d: np.save(d / KEYWORD_DIR / "df.npy", np.array([{}], object),
+                                                   allow_pickle=True),
+    "keywords array missing": lambda d: (d / KEYWORD_DIR / "df.npy").unlink(),
+    "keywords directory missing": lambda d: shutil.rmtree(d / KEYWORD_DIR),
+    "tantivy index not readable": _tantivy_meta,
 }
 
 
