@@ -43,6 +43,19 @@ def test_retrieval_scale_runs_small(tmp_path):
     assert len(result["commit"]) == 40 and isinstance(result["dirty"], bool)
 
 
+def test_vector_scale_runs_small_and_marks_the_shipped_build(tmp_path):
+    out = tmp_path / "vector_scale.json"
+    done = script(str(BENCHMARKS / "vector_scale.py"), "--sizes", "3000", "--queries", "20", "--builds", "16:20,32:64",
+                  "--search-depths", "16,64", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["chunks"] == 3000 and [b["shipped"] for b in row["builds"]] == [False, True]
+    for build in row["builds"]:
+        assert [s["efSearch"] for s in build["searches"]] == [16, 64]
+        assert all(0.0 <= s["recall_at_10"] <= 1.0 for s in build["searches"])
+    assert row["builds"][1]["searches"][1]["recall_at_10"] > 0.9  # a deep search of a small clustered set
+
+
 def test_chinese_tokenisation_runs(tmp_path):
     """The sample only (a few seconds of CPU): it broke unseen when BM25 moved to arrays (`postings` went away)."""
     out = tmp_path / "chinese_tokenisation.json"

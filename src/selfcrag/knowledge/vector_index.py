@@ -22,6 +22,10 @@ HNSW_NEIGHBOURS = 32  # M: links per vector; faiss's usual default for sentence 
 # stopped at 0.935 however deep the search; 64 reaches 0.988 at efSearch 128 for ~30% more build CPU, 128 reaches
 # 1.0 for 4x (benchmarks/vector_scale.py, results/vector_scale.json). Indexes built before keep their graph.
 HNSW_BUILD_DEPTH = 64
+# A filter that allows this many rows or fewer is answered by comparing them all: exact, and cheaper than a walk
+# (4,096 vectors of 384 dimensions are a ~6 MB copy and one product). HNSW with a selector over few allowed rows
+# walks mostly past rows it may not return and can return allowed rows that are not the nearest ones.
+EXACT_AMONG_UP_TO = 4096
 HNSW_SEARCH_DEPTH = 128  # efSearch, stored with the index: well above the 4*k candidates the retriever asks for
 
 
@@ -52,9 +56,9 @@ def build(vectors: Any, kind: str) -> Any:
 
 def search(index: Any, query: Any, depth: int, rows: Any = None) -> Any:
     """Rows of the `depth` nearest vectors to one query (1 x d), best first (-1 pads a short index); with `rows`
-    (ascending int64), the nearest among those rows only (a metadata filter: metadata_filter.py), searched with a
-    FAISS IDSelector. Flat: exact. HNSW walks its graph past rows it may not return, so a selective filter can
-    leave it short: then the allowed rows are compared exactly, so a filter never costs results.
+    (ascending int64), the nearest among those rows only (a metadata filter: metadata_filter.py). Flat: exact,
+    with a FAISS IDSelector. HNSW: up to EXACT_AMONG_UP_TO allowed rows are compared exactly; more are walked
+    with a selector, and a walk that comes back short is answered exactly too.
     One OpenMP thread: faiss splits a search by query, so the other threads of a one-query search only spin
     (10k flat vectors: 9.4 ms of CPU a query with the default threads, 1.4 ms with one). Set per call and put
     back: it is the calling thread's setting, and LangGraph runs nodes on pool threads."""
@@ -65,19 +69,24 @@ def search(index: Any, query: Any, depth: int, rows: Any = None) -> Any:
     try:
         if rows is None:
             return index.search(query, depth)[1][0]
+        hnsw = kind_of(index) == "hnsw"
+        if hnsw and len(rows) <= EXACT_AMONG_UP_TO:
+            return _exact_among(index, query, depth, rows)
         library: Any = faiss  # its stubs lack the selector parameters
         selector = library.IDSelectorBatch(rows)
-        hnsw = kind_of(index) == "hnsw"
         params = (library.SearchParametersHNSW(sel=selector, efSearch=max(HNSW_SEARCH_DEPTH, depth)) if hnsw
                   else library.SearchParameters(sel=selector))
         found = index.search(query, depth, params=params)[1][0]
         if hnsw and int((found >= 0).sum()) < min(depth, len(rows)):
-            cosines = index.reconstruct_batch(rows) @ query[0]
-            best = np.argsort(-cosines, kind="stable")[:depth]
-            return rows[best]
+            return _exact_among(index, query, depth, rows)
         return found
     finally:  # a build later on this thread (HNSW at ingest) keeps its threads
         faiss.omp_set_num_threads(threads)
+
+
+def _exact_among(index: Any, query: Any, depth: int, rows: Any) -> Any:
+    cosines = index.reconstruct_batch(rows) @ query[0]
+    return rows[np.argsort(-cosines, kind="stable")[:depth]]
 
 
 def kind_of(index: Any) -> str:
