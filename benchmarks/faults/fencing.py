@@ -28,6 +28,15 @@ POINTS = ("decision", "record")
 TESTS = str(Path(__file__).resolve().parents[2] / "tests")  # support.pausing: the command with a point made to wait
 
 
+def stop_outside_writes(process: subprocess.Popen[str]) -> None:
+    """SIGSTOP it outside any SQLite write (tests/support/pausing.py says why)."""
+    if TESTS not in sys.path:
+        sys.path.append(TESTS)
+    from support.pausing import stop_outside_writes as stop
+
+    stop(process)
+
+
 def decide_args(action: str, who: str) -> list[str]:
     return ["review", action, T, *(["--answer", STALLED_EDIT if who == "stalled" else "Edited."]
                                    if action == "edit" else [])]  # fmt: skip
@@ -68,7 +77,7 @@ def _trial(outcome: Outcome, setting: tuple[str, tuple[str, str], str]) -> None:
                 time.sleep(0.02)
             if not marker.exists():
                 raise RuntimeError(f"the first reviewer ended before the {point} point: {stalled.stderr.read()[-300:]}")
-            stalled.send_signal(signal.SIGSTOP)
+            stop_outside_writes(stalled)
             go_on.write_text("")  # it goes on only once resumed
             time.sleep(LEASE + 1)  # its lease runs out while it is stopped
             other = selfcrag(outcome, *decide_args(second, "other"), env=env)

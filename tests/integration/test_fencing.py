@@ -16,6 +16,7 @@ import time
 
 import pytest
 from support.langgraph_server import ROOT
+from support.pausing import stop_outside_writes
 
 from selfcrag import ask
 from selfcrag.store import leases, reviews, runs
@@ -56,7 +57,7 @@ def test_a_reviewer_stopped_past_its_lease_writes_nothing_and_the_record_follows
         while not marker.exists() and stalled.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert marker.exists(), stalled.communicate()[1][-2000:]
-        stalled.send_signal(signal.SIGSTOP)
+        stop_outside_writes(stalled)
         go_on.write_text("")
         time.sleep(LEASE + 1)
         other = subprocess.run([sys.executable, "-m", "selfcrag.cli", "review", "reject", "fenced"], text=True,
@@ -65,12 +66,13 @@ def test_a_reviewer_stopped_past_its_lease_writes_nothing_and_the_record_follows
     finally:
         stalled.send_signal(signal.SIGCONT)
     out, err = stalled.communicate(timeout=300)
-    assert snapshot("fenced") == before  # the stalled reviewer wrote nothing once resumed
+    said = f"second reviewer: exit {other.returncode}, {other.stderr[-500:]!r}"
+    assert snapshot("fenced") == before, said  # the stalled reviewer wrote nothing once resumed
     assert stalled.returncode == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("selfcrag: error: thread fenced: this process (") and "stalled past its lease" in err
     record = reviews.get("fenced")
     if point == "decision":  # it had written nothing: the second reviewer's rejection stands
-        assert other.returncode == 0, other.stderr
+        assert other.returncode == 0, said
         assert before["action"] == "reject" and record["status"] == "rejected"
     else:  # it had published its edit, then stalled before recording it: the next reviewer records the thread's
         assert other.returncode == 1 and other.stderr.count("\n") == 1
