@@ -71,6 +71,37 @@ def test_postgres_stopping_mid_run_is_one_line_and_the_thread_goes_on(tmp_path: 
     assert answered["turn"] >= 1 and "Traceback" not in again.stderr
 
 
+@pytest.mark.system  # stops a PostgreSQL server under an open pool
+def test_a_pool_request_to_a_stopped_server_fails_at_once_and_one_to_a_busy_server_waits() -> None:
+    # Each request of a run whose server stopped used to wait out the pool's whole timeout (the run above ended
+    # 84 s after the stop). With a timeout of 120 s, a request that waited it out would fail the `match` below.
+    from psycopg_pool import PoolTimeout
+
+    from selfcrag.store.pg_pool import fail_fast_pool
+
+    with postgres_server() as url:
+        pool = fail_fast_pool(url, min_size=1, max_size=1, timeout=120, open=True)
+        try:
+            with pool.connection() as held:  # the only connection, lent out: the server is busy, not gone
+                with pytest.raises(PoolTimeout) as busy:
+                    pool.getconn(timeout=2.5)
+                assert "unreachable" not in str(busy.value)  # it waited its timeout, as a busy pool should
+                held.execute("SELECT 1")
+            stop(url)
+            with pytest.raises(PoolTimeout, match="the database server is unreachable"):
+                for _ in range(2):  # the first may be handed the pool's connection, which the stop cut
+                    try:
+                        with pool.connection() as conn:
+                            conn.execute("SELECT 1")
+                    except PoolTimeout:
+                        raise
+                    except Exception:  # noqa: BLE001 - the cut connection's own error
+                        continue
+            start(url)
+        finally:
+            pool.close()
+
+
 def test_a_full_disk_during_a_store_write_is_one_line_and_the_thread_goes_on(tmp_path: Path) -> None:
     env = {"SELFCRAG_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}"}
     first = cli("ask", RETURNS, "--thread", "t-disk", "--json", env=env)

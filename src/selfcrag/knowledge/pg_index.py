@@ -49,6 +49,7 @@ from selfcrag.knowledge.retrieval import (
 )
 from selfcrag.knowledge.vector_store import embedder_name
 from selfcrag.knowledge.vector_store import key as text_key
+from selfcrag.store.pg_pool import fail_fast_pool
 from selfcrag.text.text import keyword_tokens
 
 if TYPE_CHECKING:
@@ -116,12 +117,11 @@ def pool(url: str) -> Any:
     after an outage works)."""
     try:
         from pgvector.psycopg import register_vector
-        from psycopg_pool import ConnectionPool
     except ImportError:
         raise needs_extra() from None
     with _pools_lock:
         if url not in _pools:
-            _pools[url] = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
+            _pools[url] = fail_fast_pool(url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_SECONDS, open=True,
                                          kwargs={"autocommit": True, "connect_timeout": CONNECT_SECONDS},
                                          configure=register_vector)
         return _pools[url]

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from selfcrag.errors import LeaseLostError, StoreError
 from selfcrag.home import database_url, describe, is_postgres, sqlite_path
+from selfcrag.store.pg_pool import fail_fast_pool
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another process's write before giving up
 POOL_SIZE = 8
@@ -164,8 +165,8 @@ class Database:
         if self.postgres:
             try:
                 import psycopg
+                import psycopg_pool  # noqa: F401 - the postgres extra's, as pg_pool needs it
                 from psycopg.rows import dict_row
-                from psycopg_pool import ConnectionPool
             except ImportError:
                 raise StoreError(NEEDS_EXTRA) from None
             try:  # a server that is down fails here at once, not after the pool's retries
@@ -173,7 +174,7 @@ class Database:
             except Exception as exc:
                 raise StoreError(f"cannot connect to {describe(url)}: {str(exc).splitlines()[0]}") from None
             # The keyword arguments LangGraph's PostgresSaver requires of its connections, so it can share the pool.
-            self.pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
+            self.pool = fail_fast_pool(url, min_size=1, max_size=POOL_SIZE, open=False, timeout=POOL_WAIT_SECONDS,
                                        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
             try:
                 self.pool.open(wait=True, timeout=15)
