@@ -220,6 +220,38 @@ def test_model_fit_refits_the_committed_model_records_without_the_model(tmp_path
     assert all(0 < row["log_loss"] < 1 and row["trained_on"] > 0 for row in across.values())
 
 
+def test_corrections_verdict_decides_the_committed_offline_tuning_runs_and_writes_only_its_verdict(tmp_path):
+    import shutil
+
+    tuning = BENCHMARKS / "results" / "offline_tuning"
+    folders = [str(tuning / "eval_squad"), str(tuning / "eval_halueval")]
+    results = tmp_path / "verdict.json"
+    done = script(str(BENCHMARKS / "corrections_verdict.py"), *folders, "--results", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["commit"] and written["calibration"] == "offline.json" and written["backend"] == "offline"
+    pooled = written["pooled"]["0.75"]
+    assert written["verdict"] == pooled and pooled["questions"] == 700 and pooled["questions_corrected"] >= 20
+    low, high = pooled["phi_difference"]["low"], pooled["phi_difference"]["high"]
+    assert low <= pooled["phi_difference"]["difference"] <= high and pooled["pay"] == (
+        pooled["phi_difference"]["difference"] > 0)  # fmt: skip
+    # --write changes only the verdict of the file the runs used: here a copy of the tree's data, not the tree's.
+    copy = tmp_path / "tree"
+    shutil.copytree(BENCHMARKS, copy / "benchmarks", ignore=shutil.ignore_patterns("results"))
+    shutil.copytree(ROOT / "src" / "selfcrag" / "data" / "calibration", copy / "src" / "selfcrag" / "data" /
+                    "calibration")  # fmt: skip
+    (copy / "benchmarks" / "results").mkdir()
+    wrote = script(str(copy / "benchmarks" / "corrections_verdict.py"), *folders, "--write", "--results",
+                   str(results))  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr[-2000:]
+    before = json.loads((ROOT / "src/selfcrag/data/calibration/offline.json").read_text(encoding="utf-8"))
+    after = json.loads((copy / "src/selfcrag/data/calibration/offline.json").read_text(encoding="utf-8"))
+    assert after.pop("corrections")["backend"] == "offline" and after == {k: v for k, v in before.items()
+                                                                          if k != "corrections"}  # fmt: skip
+    other = script(str(BENCHMARKS / "corrections_verdict.py"), folders[0], str(tmp_path))  # no records there
+    assert other.returncode == 2 and "no records.jsonl" in other.stderr and "Traceback" not in other.stderr
+
+
 def test_eval_replay_redecides_a_recorded_model_eval_with_no_model_request(tmp_path):
     from support.openai_server import OpenAIServer
     from support.replies import Plausible

@@ -144,6 +144,21 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path, content, fault):
     assert "\n" not in str(refused.value)
 
 
+def test_a_verdict_that_corrections_do_not_pay_binds_only_the_backend_whose_runs_decided_it(tmp_path):
+    from selfcrag.quality.calibration import for_settings
+
+    model = {"features": ["grade_top"], "mean": [0], "scale": [1], "weights": [1], "bias": 0}
+    decided = tmp_path / "offline_verdict.json"
+    decided.write_text(json.dumps({"model": model, "corrections": {"pay": False, "backend": "offline"}}))
+    anywhere = tmp_path / "any_backend.json"
+    anywhere.write_text(json.dumps({"model": model, "corrections": {"pay": False}}))
+    offline = Context.from_env(backend="offline", calibration=str(decided))
+    borrowed = offline.model_copy(update={"backend": "model"})  # a model run using the offline fit, unmeasured
+    assert for_settings(offline).corrections_pay is False
+    assert for_settings(borrowed).corrections_pay is True
+    assert for_settings(borrowed.model_copy(update={"calibration": str(anywhere)})).corrections_pay is False
+
+
 def test_a_feature_that_makes_the_floor_withhold_more_right_answers_is_not_taken():
     made = rows()
     assert len(fitting.fit(made, list(FEATURES))["model"]["features"]) >= 2

@@ -34,7 +34,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -287,6 +287,9 @@ class Calibrator:
     # Whether a correction round (grading, a regeneration, a rewrite) may run below the floor: false where the
     # file's tuning runs showed corrections losing more than they found (`corrections.pay`; see the docstring).
     corrections_pay: bool = True
+    # The backend whose runs decided `corrections_pay` ("" = any): the offline verdict does not bind a model run
+    # that borrows the offline fit for want of its own (for_settings).
+    corrections_backend: str = ""
 
     @property
     def scores_ungrounded(self) -> bool:
@@ -366,7 +369,7 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
         bias = float(model["bias"])
         ungrounded = data.get("ungrounded_drafts", "withheld")
         corrections = data.get("corrections", {"pay": True})
-        pay = corrections["pay"]
+        pay, decided_on = corrections["pay"], str(corrections.get("backend", ""))
     except OSError as exc:
         raise CalibrationError(f"calibration file {path}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -387,14 +390,22 @@ def _load(path: str, stamp: int) -> Calibrator:  # `stamp`: a rewritten file is 
                                f"{str(pay)[:40]!r}")
     mean, scale, weights = numbers
     return Calibrator(names, mean, scale, weights, bias=bias, source=path, ungrounded_drafts=ungrounded,
-                      corrections_pay=pay)
+                      corrections_pay=pay, corrections_backend=decided_on)
 
 
 def for_settings(settings: Context) -> Calibrator:
     """The run's calibrator: the file the `calibration` setting names, else the shipped one for its backend."""
-    if settings.calibration:
-        return load(settings.calibration)
-
     backend = settings.backend if settings.backend != "auto" else ("model" if model_configured() else "offline")
+    if settings.calibration:
+        return _for_backend(load(settings.calibration), backend)
     model = settings.generator_model if backend == "model" else ""
-    return load(shipped(backend, verifier=bool(settings.verifier), model=model))
+    return _for_backend(load(shipped(backend, verifier=bool(settings.verifier), model=model)), backend)
+
+
+@lru_cache(maxsize=16)
+def _for_backend(calibrator: Calibrator, backend: str) -> Calibrator:
+    """The calibrator as a run of `backend` uses it: a verdict that corrections do not pay holds only for the
+    backend whose runs decided it; elsewhere nothing was measured, so correcting stays on (the default)."""
+    if calibrator.corrections_pay or calibrator.corrections_backend in ("", backend):
+        return calibrator
+    return replace(calibrator, corrections_pay=True)
