@@ -13,7 +13,6 @@ import logging
 import sys
 import types
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from selfcrag.errors import (
@@ -50,6 +49,7 @@ from selfcrag.errors import (
 )
 
 if TYPE_CHECKING:
+    __version__: str
     from selfcrag.backend import Components, model_components, offline_components
     from selfcrag.context import Context
     from selfcrag.graph import build_graph, graph
@@ -68,6 +68,9 @@ LAZY = {"Components": "selfcrag.backend", "model_components": "selfcrag.backend"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the installed metadata when asked: finding it costs a cold ask ~15 ms
+        globals()[name] = _installed_version()
+        return globals()[name]
     if name not in LAZY:
         raise AttributeError(f"module 'selfcrag' has no attribute {name!r}")
     value = getattr(import_module(LAZY[name]), name)
@@ -98,10 +101,14 @@ __all__ = ["Components", "Context", "KnowledgeBaseVectorStore", "LocalEmbeddings
            "ResumeError", "ReviewError", "RunTimeSpent", "SelfcragError", "SettingsError", "StoreError",
            "ThreadBusyError", "TotalTimeoutError", "Unreadable", "WebSearchError"]  # fmt: skip
 
-try:  # one source of truth: pyproject.toml's version, as installed
-    __version__ = version("selfcrag")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+def _installed_version() -> str:
+    """One source of truth: pyproject.toml's version, as installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("selfcrag")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def ask(

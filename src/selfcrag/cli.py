@@ -41,6 +41,19 @@ def _version() -> str:
     return __version__
 
 
+class _Version(argparse.Action):
+    """`--version`, its version read only when asked for: reading the installed metadata costs every command
+    that does not ask ~15 ms (argparse's own action wants the string when the parser is made)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **_: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show the version and exit")  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        print(f"selfcrag {_version()}")
+        parser.exit()
+
+
 def _progress(done: int, total: int) -> None:
     """Embedding progress: a tqdm bar with rate and ETA on a terminal; nothing otherwise (the summary line says it)."""
     from selfcrag.progress_bar import advance
@@ -295,7 +308,7 @@ def _verifier_flags(command: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="selfcrag", description="Self-corrective RAG on LangGraph.")
-    top.add_argument("--version", action="version", version=f"selfcrag {_version()}")
+    top.add_argument("--version", action=_Version)
     sub = top.add_subparsers(dest="command", required=True)
 
     ingest = sub.add_parser("ingest", help="build or extend an index from folders, files or a JSONL corpus")
