@@ -68,7 +68,7 @@ LAZY = {"Components": "selfcrag.backend", "model_components": "selfcrag.backend"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # read from the installed metadata when asked: finding it costs a cold ask ~15 ms
+    if name == "__version__":  # read from the installed metadata when asked: finding it scans the path
         globals()[name] = _installed_version()
         return globals()[name]
     if name not in LAZY:

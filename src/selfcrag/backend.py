@@ -25,6 +25,8 @@ from selfcrag.contract import (
     Refiner,
     RelevanceGrader,
     Retriever,
+    Strip,
+    Verification,
     WebSearch,
 )
 from selfcrag.endpoints import model_configured
@@ -86,10 +88,23 @@ def _no_screen() -> InjectionScreen:
     return NoScreen()
 
 
-def _verifier() -> AnswerVerifier:
-    from selfcrag.llm.verifier import ModelVerifier
+class _VerifierWhenAsked:
+    """The model verifier, loaded at its first question: it is off by default, and its modules (structured
+    output, grading prompts) cost a cold offline ask ~10 ms to import for nothing."""
 
-    return ModelVerifier()
+    def __init__(self) -> None:
+        self._inner: AnswerVerifier | None = None
+
+    def verify(self, question: str, answer: str, strips: list[Strip], settings: Context) -> Verification:
+        if self._inner is None:
+            from selfcrag.llm.verifier import ModelVerifier
+
+            self._inner = ModelVerifier()
+        return self._inner.verify(question, answer, strips, settings)
+
+
+def _verifier() -> AnswerVerifier:
+    return _VerifierWhenAsked()
 
 
 @dataclass

@@ -42,8 +42,8 @@ def _version() -> str:
 
 
 class _Version(argparse.Action):
-    """`--version`, its version read only when asked for: reading the installed metadata costs every command
-    that does not ask ~15 ms (argparse's own action wants the string when the parser is made)."""
+    """`--version`, its version read only when asked for: finding the installed distribution scans the path, a
+    cost every other command paid (argparse's own action wants the string when the parser is made)."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **_: Any) -> None:
         super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,

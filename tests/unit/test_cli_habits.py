@@ -95,10 +95,11 @@ def test_env_file_fills_what_the_shell_left_unset(tmp_path: Path, monkeypatch: p
 
 # What an offline question has no use for (issue 46: a cold `selfcrag ask` within 1.5x `import langgraph.graph`):
 # the model clients, the PostgreSQL driver, web search, the server, ingest's file readers and progress bar, the eval's
-# plots, the torch runtime, and the tool wrapper. httpx and requests are not here: `import langgraph.graph` loads them.
+# plots, the torch runtime, the tool wrapper and the model verifier (off by default). httpx, requests and
+# importlib.metadata are not here: `import langgraph.graph` loads them.
 UNNEEDED = ("openai", "langchain_openai", "tiktoken", "psycopg", "psycopg_pool", "pgvector", "tavily", "fastapi",
             "starlette", "uvicorn", "langgraph_api", "tqdm", "pypdf", "bs4", "docx2txt", "matplotlib", "torch",
-            "sentence_transformers", "xllamacpp", "langchain_core.tools")  # fmt: skip
+            "sentence_transformers", "xllamacpp", "langchain_core.tools", "selfcrag.llm.verifier")  # fmt: skip
 ASKED = """import sys
 from selfcrag.cli import main
 code = main(sys.argv[1:])
