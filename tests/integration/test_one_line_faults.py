@@ -87,6 +87,17 @@ def test_a_pool_request_to_a_stopped_server_fails_at_once_and_one_to_a_busy_serv
                     pool.getconn(timeout=2.5)
                 assert "unreachable" not in str(busy.value)  # it waited its timeout, as a busy pool should
                 held.execute("SELECT 1")
+            # A server that answers with an error of its own is there: no such database, as a full one would say
+            # "too many clients". The request waits its timeout, as before.
+            missing = fail_fast_pool(url.replace("/postgres?", "/no_such_database?"), min_size=1, max_size=1,
+                                     timeout=2.5, open=False)  # fmt: skip
+            missing.open(wait=False)
+            try:
+                with pytest.raises(PoolTimeout) as refused:
+                    missing.getconn()
+                assert "unreachable" not in str(refused.value)
+            finally:
+                missing.close()
             stop(url)
             with pytest.raises(PoolTimeout, match="the database server is unreachable"):
                 for _ in range(2):  # the first may be handed the pool's connection, which the stop cut

@@ -45,10 +45,14 @@ def fail_fast_pool(url: str, **options: Any) -> Any:
                     raise PoolTimeout(f"the database server is unreachable: {why}") from None
 
         def _probe(self) -> str:
-            """'' when a fresh connection opens (the pool is only busy), else the first line of why not."""
+            """'' when the server answers (the pool is only busy), else the first line of why it does not. A
+            server that answers with an error of its own (too many clients, a password refused) is there: the
+            request waits for a pooled connection as before."""
             try:
                 psycopg.connect(url, connect_timeout=PROBE_SECONDS).close()
             except psycopg.Error as exc:
+                if getattr(exc, "sqlstate", None) or "FATAL:" in str(exc):  # libpq's prefix for the server's reply
+                    return ""
                 return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return ""
 
