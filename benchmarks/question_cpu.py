@@ -179,11 +179,11 @@ def finish_reference(process: subprocess.Popen[bytes], out: Path, source: Path) 
 PLAIN = "plain RAG"
 
 
-def plain_rag(components: Any, question: str, settings: Any) -> dict:
-    """Plain RAG with the graph's parts, as `selfcrag eval --baseline plain` runs it: retrieve, generate once."""
-    passages = components.retriever_for(settings).retrieve(question, settings)
-    strips = [{k: p[k] for k in ("id", "doc_id", "title", "source", "text", "score")} for p in passages]
-    draft = components.generator.generate(question, strips, settings)
+def plain_arm(components: Any, question: str, settings: Any) -> dict:
+    """Plain RAG as `selfcrag eval --baseline plain` runs it (the same function): retrieve, generate once."""
+    from selfcrag.evaluation.plain import plain_rag
+
+    passages, draft = plain_rag(components, question, settings)
     return {"decision": "answer" if draft.answer else "abstain", "answer": draft.answer,
             "confidence": max((float(p["score"]) for p in passages), default=0.0)}
 
@@ -246,7 +246,7 @@ def main() -> int:
         minilm.BATCH_SIZE = arm.batch_size
         calls, texts = arm.embedder.calls, arm.embedder.texts
         cpu, wall = time.process_time(), time.perf_counter()
-        out = plain_rag(arm.plain, question, context) if arm.plain else arm.graph.invoke({"question": question},
+        out = plain_arm(arm.plain, question, context) if arm.plain else arm.graph.invoke({"question": question},
                                                                                         context=context)  # fmt: skip
         return {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
                 "embed_calls": arm.embedder.calls - calls, "embed_texts": arm.embedder.texts - texts,

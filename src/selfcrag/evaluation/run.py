@@ -32,6 +32,7 @@ from selfcrag.endpoints import model_configured
 from selfcrag.errors import EvalError, ResumeError
 from selfcrag.evaluation.metrics import ANSWERED, metrics
 from selfcrag.evaluation.paired import fitted_floor
+from selfcrag.evaluation.plain import plain_rag
 from selfcrag.evaluation.provenance import git_commit, sha256
 from selfcrag.evaluation.questions import contains_gold
 from selfcrag.evaluation.report import write_report
@@ -108,10 +109,7 @@ class Systems:
 
     def plain(self, question: str) -> dict[str, Any]:
         with embedding_caches(self.caches["plain"]):
-            passages = self.components.retriever_for(self.settings).retrieve(question, self.settings)
-            strips = [{"id": p["id"], "doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                       "text": p["text"], "score": p["score"]} for p in passages]  # fmt: skip
-            draft = self.components.generator.generate(question, strips, self.settings)  # type: ignore[arg-type]
+            passages, draft = plain_rag(self.components, question, self.settings)
         scores = [float(p["score"]) for p in passages]
         return {"answer": draft.answer, "judged": draft.answer, "decision": "answer" if draft.answer else "abstain",
                 "confidence": max(scores, default=0.0), "answered": bool(draft.answer),
