@@ -318,3 +318,18 @@ def test_contested_false_alarms_counts_right_drafts_the_check_would_veto(tmp_pat
                                                    "wrong_drafts": 0, "wrong_contested": 0, "plain_right": 2,
                                                    "plain_right_contested": 1}  # fmt: skip
     assert [a["id"] for a in written["false_alarms"]] == ["2"]  # its passage gives the question two answers
+
+
+@pytest.mark.system  # starts a real `langgraph dev`
+def test_server_throughput_asks_both_arms_and_writes_the_ratio(tmp_path):
+    out = tmp_path / "server_throughput.json"
+    done = script(str(BENCHMARKS / "server_throughput.py"), "--clients", "2", "--questions", "4", "--rounds", "1",
+                  "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    for arm in ("in process", "server"):
+        (row,) = result["rounds"][arm]
+        assert row["questions"] == 4 and row["cpu_s"] > 0 and row["answered"] >= 2, row  # the sample's answerable ones
+    assert result["server_over_in_process"] > 0
+    assert result["command"].startswith("benchmarks/server_throughput.py --clients 2")
+    assert "server / in process:" in done.stdout

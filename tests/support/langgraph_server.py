@@ -60,6 +60,15 @@ def langgraph_dev(env: dict[str, str] | None = None, *, host: str = "127.0.0.1",
     `env`; as it comes, on loopback, every request is the operator `developer` (selfcrag/auth.py), and
     SELFCRAG_AUTH_FILE turns identities on. The test session's index cache is inherited; the server's output goes
     to `log` (a temporary file when None)."""
+    with langgraph_dev_process(env, host=host, log=log) as (url, _session):
+        yield url
+
+
+@contextmanager
+def langgraph_dev_process(env: dict[str, str] | None = None, extra: list[str] | None = None, *,
+                          host: str = "127.0.0.1", log: Path | None = None) -> Iterator[tuple[str, int]]:
+    """`langgraph_dev` with `extra` command-line arguments, yielding its URL and its session id (the server's
+    process group, whose CPU a benchmark reads)."""
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} not found: install the dev extra (pip install -e '.[dev]')")
     port = free_port()
@@ -68,12 +77,13 @@ def langgraph_dev(env: dict[str, str] | None = None, *, host: str = "127.0.0.1",
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("TAVILY_", "OPENAI_")) and k != "SELFCRAG_AUTH_FILE"}  # fmt: skip
     environment |= {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", **(env or {})}
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", host, "--port", str(port)]
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", host, "--port", str(port),
+               *(extra or [])]  # fmt: skip
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)  # fmt: skip
     try:
         wait_until_ready(url, process, log)
-        yield url
+        yield url, process.pid
     finally:
         stop_group(process)
