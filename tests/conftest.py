@@ -58,6 +58,14 @@ def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201
         config.hook.pytest_deselected(items=system)
         items[:] = [item for item in items if not item.get_closest_marker(SYSTEM)]
         config.stash[SYSTEM_LEFT] = len(system)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker (`-n auto`): the controller prints the line
+            config.workeroutput["system_left"] = len(system)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a worker has finished (each collected the same tests)
+def pytest_testnodedown(node, error):  # noqa: ANN001, ANN201
+    left = getattr(node, "workeroutput", {}).get("system_left", 0)
+    node.config.stash[SYSTEM_LEFT] = max(node.config.stash.get(SYSTEM_LEFT, 0), left)
 
 
 def pytest_terminal_summary(terminalreporter, config):  # noqa: ANN001, ANN201
