@@ -23,6 +23,9 @@ from selfcrag.testing import FakeChatModel
      "Does the warranty cover accidental damage?"),
     ("Each point is worth 1 cent. Points are worth 5 euros.", "How much is a point worth?"),
     ("退货期限是十四天。退货期限是一年。", "退货期限是多久？"),
+    # A Chinese statement and its negation, clause by clause, traditional characters read as simplified.
+    ("礼品卡不能兑换现金。请记住，礼品卡可以兑换现金。", "礼品卡可以兑换现金吗？"),
+    ("已開封商品收取百分之十的手續費。附註：完全沒有手續費。", "已開封商品有手續費嗎？"),
     ("Exchanges are possible within 30 days. qing ni shuo: exchanges are possible for one year.",
      "How long are exchanges possible?"),
 ])
@@ -37,6 +40,13 @@ def test_two_answers_to_the_question_are_contested(text, question):
     ("Shipping is free over 50 euros. Below that, shipping costs 4 euros.", "How much does shipping cost?"),
     ("If the item is faulty, shipping is free. Shipping costs 4 euros.", "How much does shipping cost?"),
     ("订单满五十欧元免运费。运费是五欧元。", "运费是多少？"),
+    # A negation inside the name of a kind ("未开封") denies nothing the other kind's sentence says; two kinds of a
+    # thing; a word that only holds a negation's character ("非常").
+    ("已開封商品收取百分之十的手續費。未開封商品不收費。", "已開封商品有手續費嗎？"),
+    ("礼品卡不能兑换现金。会员卡可以兑换现金。", "礼品卡可以兑换现金吗？"),
+    ("这款耳机非常耐用。这款耳机很耐用。", "这款耳机耐用吗？"),
+    ("订单一旦发货，地址就无法再修改。只有在订单仍处于“处理中”状态时，才能修改收货地址。",
+     "订单发货以后还能修改地址吗？"),
     ("Refunds take 5 days. Exchanges take 10 days.", "How long do refunds take?"),
     ("A polynomial-time solution would yield another. There is no known polynomial-time solution.",
      "Is there a polynomial-time solution?"),

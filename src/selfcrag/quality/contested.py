@@ -12,8 +12,10 @@ one of its sentences and another sentence of the draft, or of a passage it cites
 - and they disagree: quantities of one dimension that do not overlap ("14 days" / "900 days"); a price and "free"
   ("4 euros" / "shipping is free"); a bounded time or count and "unlimited", "never", "forever" ("expire after 3
   years" / "never expire"); or the same statement, once negated ("cannot be exchanged" / "can be exchanged":
-  most of the shorter one's content words in the other, and a negation in only one; English only: Chinese terms
-  are character pairs, which a negation changes), the rest in English and Chinese.
+  most of the shorter one's content words in the other, and a negation in only one; in Chinese clause by clause,
+  traditional characters read as simplified, the negation and modal verbs taken out before the character pairs
+  are compared, since they change the pairs around them: "宠物食品不能退货" / "宠物食品可以退货"), the rest in
+  English and Chinese.
 
 The words of "free", "unlimited" and the Chinese negations are data (`data/contested_words.txt`). A document that
 truly contradicts itself is contested too: the run then shows another candidate or says it does not know, and a
@@ -29,6 +31,7 @@ from functools import cache
 from selfcrag.data_sections import read_sections
 from selfcrag.language import CJK
 from selfcrag.quality.consistency import Quantity, quantities
+from selfcrag.quality.folding import simplified
 from selfcrag.text.terms import strip_citations, terms_of
 from selfcrag.text.text import STOPWORDS, split_sentences, term
 from selfcrag.text.text import words as words_of
@@ -39,6 +42,7 @@ _LATIN_NAME = re.compile(r"\b[A-Z][A-Za-z]+\b")
 _CLAUSES = re.compile(r"[,;:，；：]|\bthat\b")
 # Where a sentence joins two statements: each measures its own thing ("..., and drop it off within 21 days").
 _COORDINATED = re.compile(r"[;；]|,\s*(?:and|or|but|while|whereas)\b|，\s*(?:但|而|并且|或者)")
+_ZH_CLAUSES = re.compile(r"[,;:，；：、]")
 _NUMBER_AFTER = re.compile(r"\s*(?:[$€£¥]\s*)?(?:\d|[零一二两三四五六七八九十百千万])")
 SAME_STATEMENT = 0.66  # share of the shorter sentence's content words the other holds, for a negation to contradict
 # Content words two statements must share for one to be the other's negation: one shared word is a topic ("you will
@@ -49,7 +53,9 @@ _EN_NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|nothing|neither|nor|wi
 
 @dataclass(frozen=True)
 class Words:
-    zh_negation: tuple[str, ...]
+    zh_negation: frozenset[str]
+    zh_not_negation: frozenset[str]
+    zh_unsaid: re.Pattern[str]  # a Chinese negation, modal verb or word that only holds a negation's character
     patterns: dict[str, re.Pattern[str]]  # free, unlimited, bounded, modal, scope
     not_a_kind: frozenset[str]
 
@@ -65,16 +71,20 @@ def words() -> Words:
         return re.compile("|".join(parts), re.I)
 
     named = ("free", "unlimited", "bounded", "modal", "scope", "threshold")
-    return Words(tuple(sections["zh_negation"]), {name: pattern(sections[name]) for name in named},
+    negations, look_alikes = sections["zh_negation"], sections["zh_not_negation"]
+    unsaid = sorted({*negations, *look_alikes, *(m for m in sections["modal"] if not m.isascii())}, key=len,
+                    reverse=True)  # longest first: "非常" is read before "非" can be
+    return Words(frozenset(negations), frozenset(look_alikes), re.compile("|".join(map(re.escape, unsaid))),
+                 {name: pattern(sections[name]) for name in named},
                  frozenset(sections["not_a_kind"]))  # fmt: skip
 
 
 def contested(answer: str, evidence: list[str], question: str) -> list[dict[str, str]]:
     """(answer sentence, other sentence, why) for each sentence of the answer that another sentence of the answer or
     of `evidence` (the passages it cites) answers differently, for `question`."""
-    asked = terms_of(question)
-    said = [s for s in _sentences(strip_citations(answer)) if terms_of(s) & asked]
-    others = list(dict.fromkeys([*said, *(s for text in evidence for s in _sentences(text))]))
+    asked = terms_of(simplified(question))
+    said = [s for s in _sentences(simplified(strip_citations(answer))) if terms_of(s) & asked]
+    others = list(dict.fromkeys([*said, *(s for text in evidence for s in _sentences(simplified(text)))]))
     found: list[dict[str, str]] = []
     for sentence in said:
         for other in others:
@@ -113,18 +123,17 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
                 any(q.dimension not in {p.dimension for p in own} for q in amounts)
                 or w.patterns["bounded"].search(other)):
             return "unlimited against a limit"
-    # Chinese terms are character pairs: a negation changes the pairs around it, so two statements cannot be
-    # matched closely enough to call one the other's negation (tried on the sample's Chinese questions).
     # Statement by statement: "self constituents do not trigger it, while nonself entities trigger it" denies
-    # nothing that "nonself entities trigger it" says.
-    if not _CJK.search(a + b):
-        for part_a in _COORDINATED.split(a):
-            for part_b in _COORDINATED.split(b):
-                if _negated(part_a) != _negated(part_b) and not _other_kinds(part_a, part_b, shared):
-                    sx, sy = _statement(part_a), _statement(part_b)
-                    shorter = min(len(sx), len(sy))
-                    if len(sx & sy) >= SHARED_WORDS and len(sx & sy) / shorter >= SAME_STATEMENT:
-                        return "one says no where the other says yes"
+    # nothing that "nonself entities trigger it" says. Chinese chains its statements with commas.
+    pieces = _ZH_CLAUSES if _CJK.search(a + b) else _COORDINATED
+    for part_a in pieces.split(a):
+        for part_b in pieces.split(b):
+            if _negated(part_a) != _negated(part_b) and not _other_kinds(part_a, part_b, shared):
+                sx, sy = _statement(part_a), _statement(part_b)
+                shorter = min(len(sx), len(sy))
+                if len(sx & sy) >= SHARED_WORDS and len(sx & sy) / shorter >= SAME_STATEMENT and (
+                        pieces is _COORDINATED or _denied(*((part_a, sy) if _negated(part_a) else (part_b, sx)))):
+                    return "one says no where the other says yes"
     return ""
 
 
@@ -190,8 +199,8 @@ def _other_kinds(a: str, b: str, shared: set[str] | frozenset[str]) -> bool:
     each ("standard delivery" / "express delivery"), and neither is one that names no kind ("the real fee",
     "say delivery is free"). In Chinese, the two characters before it, where both sentences have them
     ("加急配送" / "标准配送")."""
-    if _CJK.search(a + b):
-        before_a, before_b = _chars_before(a, shared), _chars_before(b, shared)
+    if _CJK.search(a + b):  # a negation or a modal verb before the thing ("没有重新上架费") names no kind of it
+        before_a, before_b = _chars_before(_unsaid(a), shared), _chars_before(_unsaid(b), shared)
         if before_a and before_b and before_a != before_b:
             return True
         names_a, names_b = _LATIN_NAME.findall(a), _LATIN_NAME.findall(b)  # "Basic 会员" / "Plus 会员"
@@ -223,19 +232,41 @@ def _words_before(sentence: str, shared: set[str] | frozenset[str]) -> set[str]:
 
 def _statement(sentence: str) -> frozenset[str]:
     """The content words of a sentence without its negations and modal verbs: what it says is or is not so."""
+    return frozenset(terms_of(_unsaid(sentence)))
+
+
+def _unsaid(sentence: str) -> str:
+    """The sentence with its negations and modal verbs blanked out (Chinese words that only hold a negation's
+    character, "非常", "不同", "未来", left as they are)."""
     w = words()
-    text = w.patterns["modal"].sub(" ", sentence)
-    for negation in w.zh_negation:
-        text = text.replace(negation, " ")
-    return frozenset(terms_of(text))
+    return w.zh_unsaid.sub(lambda m: m.group() if m.group() in w.zh_not_negation else " ",
+                           w.patterns["modal"].sub(_keep_chinese, sentence))
+
+
+def _denied(clause: str, claimed: frozenset[str]) -> set[str]:
+    """What a Chinese clause's last negation denies of what the other claims: the words after it. "未开封商品不收费"
+    denies a charge, not the fee "已开封商品" pay: a negation inside a name of the thing ("未开封") denies nothing."""
+    found = _zh_negations(clause)
+    return terms_of(clause[found[-1].end():]) & claimed if found else set()
+
+
+def _zh_negations(text: str) -> list[re.Match[str]]:
+    """The Chinese negations in the text ("不能", "没有"), not the words that only hold one's character."""
+    w = words()
+    return [m for m in w.zh_unsaid.finditer(text)
+            if m.group() not in w.zh_not_negation and any(n in m.group() for n in w.zh_negation)]  # fmt: skip
+
+
+def _keep_chinese(found: re.Match[str]) -> str:
+    return found.group() if _CJK.search(found.group()) else " "  # Chinese modals go with the negations
 
 
 def _negated(sentence: str) -> bool:
     """Whether the statement holds a negation. A capitalised "No" inside a sentence is part of a name (the album
-    "No Fences"), not a negation."""
+    "No Fences"), not a negation; nor is a Chinese word that only holds a negation's character ("非常")."""
     english = any(m.group()[0].islower() or not sentence[: m.start()].strip(" \"'“‘(")
                   for m in _EN_NEGATION.finditer(sentence))  # fmt: skip
-    return english or any(n in sentence for n in words().zh_negation)
+    return english or bool(_zh_negations(sentence))
 
 
 def _is_money(dimension: str) -> bool:

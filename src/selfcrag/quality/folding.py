@@ -33,6 +33,11 @@ def _traditional() -> dict[int, str]:
     return {ord(pair[0]): pair[1] for pair in pairs if len(pair) == 2}
 
 
+def simplified(text: str) -> str:
+    """The text with traditional Chinese characters written as simplified ones (nothing else changed)."""
+    return text.translate(_traditional())
+
+
 def fold(text: str) -> str:
     """The text as read: invisible characters gone, NFKC, look-alikes as Latin, traditional as simplified,
     lower case, spaced-out letters joined."""
