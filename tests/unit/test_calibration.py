@@ -110,6 +110,10 @@ def test_the_shipped_file_is_a_fit_with_provenance():
     assert model_file("openai:Qwen2.5-Coder-0.5B") == "qwen2.5-coder-0.5b" and model_file("ollama:llama3.1:8b") == (
         "llama3.1-8b")  # fmt: skip
     assert shipped("model", model="openai:no-such-model") == shipped("offline")
+    # The 0.5B's own file is the general fit with its tuning runs' verdict: correcting did not pay for it.
+    small = json.loads(shipped("model", model="openai:qwen2.5-coder-0.5b").read_text(encoding="utf-8"))
+    assert small["model"] == data["model"] and small["corrections"]["pay"] is False
+    assert small["corrections"]["phi_difference"]["high"] < 0  # the whole interval below plain's draft alone
     assert data["provenance"]["questions"] >= 400 and len(data["provenance"]["data"][0]["sha256"]) == 64
     assert data["cross_validation"]["after"]["ece"] < 0.1
     calibrator = load(shipped())
