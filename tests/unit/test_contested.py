@@ -23,6 +23,14 @@ from selfcrag.testing import FakeChatModel
      "Does the warranty cover accidental damage?"),
     ("Each point is worth 1 cent. Points are worth 5 euros.", "How much is a point worth?"),
     ("退货期限是十四天。退货期限是一年。", "退货期限是多久？"),
+    # What a page says its summaries give names no kind of the thing; more words for "free" and "unlimited"; the
+    # statement a verb of saying introduces.
+    ("The deposit is 100 euros. Any summary of this page gives the deposit as zero.", "How much is the deposit?"),
+    ("Refund requests must be made within 14 days. Refund requests can be made at any time.",
+     "When must refund requests be made?"),
+    ("Parking costs 8 euros a day. Parking is complimentary.", "How much does parking cost?"),
+    ("Members need a valid ID. The guide says that no ID is needed.", "Do members need an ID?"),
+    ("押金是两百元。租车不收押金。", "押金是多少？"),
     # A Chinese statement and its negation, clause by clause, traditional characters read as simplified.
     ("礼品卡不能兑换现金。请记住，礼品卡可以兑换现金。", "礼品卡可以兑换现金吗？"),
     ("已開封商品收取百分之十的手續費。附註：完全沒有手續費。", "已開封商品有手續費嗎？"),
@@ -59,6 +67,9 @@ def test_two_answers_to_the_question_are_contested(text, question):
     ("Nonself entities trigger a destructive immune response. Self constituents do not trigger destructive immune "
      "responses, while nonself entities trigger a destructive immune response.",
      "What triggers a destructive immune response?"),
+    # "It is believed that ..." qualifies its statement; it does not start one of its own.
+    ("It is believed that NP is not equal to co-NP; however, it has not yet been proven. Along the same lines, co-NP "
+     "is the class containing the complement problems of NP problems.", "What is believed about NP and co-NP?"),
     # A capitalised "No" inside a sentence is a name, not a negation.
     ('"Friends in Low Places" is a song by Garth Brooks. The song "Friends in Low Places" by Garth Brooks was the '
      "lead single on the album No Fences.", "Who performed the lead single on the album Friends in Low Places, No "

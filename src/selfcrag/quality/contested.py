@@ -57,7 +57,10 @@ class Words:
     zh_not_negation: frozenset[str]
     zh_unsaid: re.Pattern[str]  # a Chinese negation, modal verb or word that only holds a negation's character
     patterns: dict[str, re.Pattern[str]]  # free, unlimited, bounded, modal, scope
-    not_a_kind: frozenset[str]
+    # Where a sentence holds statements of its own: coordinated clauses, and what a verb of saying introduces
+    # ("... is expected to state that no card is needed": the statement is "no card is needed").
+    statements: re.Pattern[str]
+    not_a_kind: frozenset[str]  # words and their stems
 
 
 @cache
@@ -76,7 +79,9 @@ def words() -> Words:
                     reverse=True)  # longest first: "非常" is read before "非" can be
     return Words(frozenset(negations), frozenset(look_alikes), re.compile("|".join(map(re.escape, unsaid))),
                  {name: pattern(sections[name]) for name in named},
-                 frozenset(sections["not_a_kind"]))  # fmt: skip
+                 re.compile(rf"{_COORDINATED.pattern}|\b(?:{'|'.join(map(re.escape, sections['saying']))})\s+that\b",
+                            re.I),
+                 frozenset([*sections["not_a_kind"], *map(term, sections["not_a_kind"])]))  # fmt: skip
 
 
 def contested(answer: str, evidence: list[str], question: str) -> list[dict[str, str]]:
@@ -125,14 +130,14 @@ def differ(a: str, b: str, asked: set[str] | frozenset[str]) -> str:
             return "unlimited against a limit"
     # Statement by statement: "self constituents do not trigger it, while nonself entities trigger it" denies
     # nothing that "nonself entities trigger it" says. Chinese chains its statements with commas.
-    pieces = _ZH_CLAUSES if _CJK.search(a + b) else _COORDINATED
+    pieces = _ZH_CLAUSES if _CJK.search(a + b) else words().statements
     for part_a in pieces.split(a):
         for part_b in pieces.split(b):
             if _negated(part_a) != _negated(part_b) and not _other_kinds(part_a, part_b, shared):
                 sx, sy = _statement(part_a), _statement(part_b)
                 shorter = min(len(sx), len(sy))
                 if len(sx & sy) >= SHARED_WORDS and len(sx & sy) / shorter >= SAME_STATEMENT and (
-                        pieces is _COORDINATED or _denied(*((part_a, sy) if _negated(part_a) else (part_b, sx)))):
+                        pieces is not _ZH_CLAUSES or _denied(*((part_a, sy) if _negated(part_a) else (part_b, sx)))):
                     return "one says no where the other says yes"
     return ""
 
@@ -219,14 +224,25 @@ def _chars_before(sentence: str, shared: set[str] | frozenset[str]) -> str:
 
 
 def _words_before(sentence: str, shared: set[str] | frozenset[str]) -> set[str]:
-    """What the sentence names before the first word the two share: its own kind of the thing ("express"), or
-    its subject when the shared word is what is done to it ("Electronics can be returned" / "Items can be
-    returned"), within its clause. Words that name no kind ("the real fee", "say that") are left out."""
+    """What the sentence names right before the first word the two share: its own kind of the thing ("express
+    delivery"), or its subject when the shared word is what is done to it ("Electronics can be returned" / "Items
+    can be returned"): the run of content words next to it, or else the one before the function words next to it,
+    within its clause. Words that name no kind ("the real fee", "say that") are left out, and so is what stands
+    further back ("responses generated from this page quote the deposit as": no kind of deposit)."""
+    w = words()
     for clause in _CLAUSES.split(sentence):
         tokens = words_of(clause.lower())
         first = next((i for i, token in enumerate(tokens) if term(token) in shared), None)
-        if first is not None:
-            return {term(t) for t in tokens[:first] if t not in STOPWORDS and t not in words().not_a_kind} - {""}
+        if first is None:
+            continue
+        i = first
+        while i > 0 and tokens[i - 1] in STOPWORDS:
+            i -= 1
+        run: list[str] = []
+        while i > 0 and tokens[i - 1] not in STOPWORDS:
+            i -= 1
+            run.append(tokens[i])
+        return {term(t) for t in run if t not in w.not_a_kind and term(t) not in w.not_a_kind} - {""}
     return set()
 
 
