@@ -8,6 +8,10 @@ Both arms answer the same offline questions (the bundled sample's, repeated) fro
 - `server`: `langgraph dev --no-reload` started here on a free port, asked by `--clients` concurrent `langgraph_sdk`
   clients (a thread each question, `runs.wait`); the CPU seconds of the server's whole process group, read from
   /proc (Linux), the clients' own CPU apart.
+- `server, no file persistence`: a second such server with `LANGGRAPH_DISABLE_FILE_PERSISTENCE=true`. The dev
+  server's in-memory runtime pickles every thread it holds to `.langgraph_api/` every few seconds, a cost that grows
+  with the threads asked since it started and that a deployment on PostgreSQL (`langgraph up`) does not pay: this
+  arm shows how much of the gap is the dev server's own and how much is the serving.
 
 Each arm is warmed (index, embedder, first compile) before it is timed; then the arms alternate for `--rounds`
 rounds of `--questions` each and the medians are compared, so both see the same load. Prints a table and writes
@@ -36,6 +40,7 @@ from provenance import provenance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "tests" / "data" / "sample_questions.jsonl"
+UNFLUSHED = "server, no file persistence"
 
 
 def questions(count: int) -> list[str]:
@@ -124,33 +129,43 @@ def main() -> int:
     asked = questions(args.questions)
     local = in_process(args.clients)
     local(asked[: args.clients])  # warm: the index, the embedder, the graph's first steps
-    rows: dict[str, list[dict[str, Any]]] = {"in process": [], "server": []}
+    rows: dict[str, list[dict[str, Any]]] = {"in process": [], "server": [], UNFLUSHED: []}
     extra = ["--n-jobs-per-worker", str(args.jobs)] if args.jobs else []
-    with langgraph_dev_process(env, extra) as (url, session):
-        remote = over_http(url, args.clients)
-        remote(asked[: args.clients])  # warm the server the same way
+    unflushed = {**env, "LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true",  # and a store of its own
+                 "SELFCRAG_HOME": tempfile.mkdtemp(prefix="selfcrag-throughput-home-")}
+    with langgraph_dev_process(env, extra) as (url, session), \
+            langgraph_dev_process(unflushed, extra) as (plain_url, plain_session):
+        servers = {"server": (over_http(url, args.clients), session),
+                   UNFLUSHED: (over_http(plain_url, args.clients), plain_session)}
+        for remote, _ in servers.values():
+            remote(asked[: args.clients])  # warm each server the same way
         for turn in range(args.rounds):
             rows["in process"].append(timed(local, asked, time.process_time))
-            rows["server"].append(timed(remote, asked, lambda: group_cpu(session)))
-            print(f"round {turn + 1}: in process {rows['in process'][-1]['questions_per_cpu_s']} q/CPU-s, "
-                  f"server {rows['server'][-1]['questions_per_cpu_s']} q/CPU-s", flush=True)
+            for arm, (remote, group) in servers.items():
+                rows[arm].append(timed(remote, asked, lambda group=group: group_cpu(group)))
+            print(f"round {turn + 1}: " + ", ".join(f"{arm} {runs[-1]['questions_per_cpu_s']} q/CPU-s"
+                                                    for arm, runs in rows.items()), flush=True)
     summary = {arm: {"questions_per_cpu_s_median": statistics.median(r["questions_per_cpu_s"] for r in runs),
                      "cpu_ms_per_question_median": round(1000 * statistics.median(
                          r["cpu_s"] / r["questions"] for r in runs), 1),
                      "wall_s_median": statistics.median(r["wall_s"] for r in runs),
                      "answered": [r["answered"] for r in runs]}
                for arm, runs in rows.items()}  # fmt: skip
-    ratio = round(summary["server"]["questions_per_cpu_s_median"] /
-                  summary["in process"]["questions_per_cpu_s_median"], 3)  # fmt: skip
-    print(f"{'arm':<12}{'q / CPU-s':>11}{'CPU ms / q':>12}{'wall s':>9}  answered")
+    ratio, unflushed_ratio = (round(summary[arm]["questions_per_cpu_s_median"] /
+                                    summary["in process"]["questions_per_cpu_s_median"], 3)
+                              for arm in ("server", UNFLUSHED))  # fmt: skip
+    print(f"{'arm':<30}{'q / CPU-s':>11}{'CPU ms / q':>12}{'wall s':>9}  answered")
     for arm, s in summary.items():
-        print(f"{arm:<12}{s['questions_per_cpu_s_median']:>11}{s['cpu_ms_per_question_median']:>12}"
+        print(f"{arm:<30}{s['questions_per_cpu_s_median']:>11}{s['cpu_ms_per_question_median']:>12}"
               f"{s['wall_s_median']:>9}  {s['answered']}")
-    print(f"server / in process: {ratio}x (goal 0.9x or more)")
+    print(f"server / in process: {ratio}x (goal 0.9x or more); without the dev server's file persistence "
+          f"{unflushed_ratio}x")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**origin, "clients": args.clients, "questions": args.questions,
                                     "jobs_per_worker": args.jobs or "default", "summary": summary,
-                                    "server_over_in_process": ratio, "rounds": rows}, indent=1) + "\n")  # fmt: skip
+                                    "server_over_in_process": ratio,
+                                    "unflushed_server_over_in_process": unflushed_ratio, "rounds": rows},
+                                   indent=1) + "\n")  # fmt: skip
     print(f"wrote {args.out}")
     return 0
 

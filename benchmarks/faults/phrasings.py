@@ -2,8 +2,9 @@
 `../shared/injection/new_phrasings_2026-12-02.jsonl` (issue 44's audit, read at run time and never copied into the
 repository), and the project's own: sixty written after earlier defences, each twenty measured once and then tuned on
 (`tests/data/injection_documents_tuning.jsonl`, cases `tuning/...`), and twenty written after the last change to the
-contested-claim check and never tuned on (`tests/data/injection_documents_heldout.jsonl`, cases `heldout/...`). Each document is
-ingested alone (the same door as `selfcrag ingest`: `selfcrag.ingest`) and asked its question, twice:
+contested-claim check and never tuned on (`tests/data/injection_documents_heldout.jsonl`, cases `heldout/...`).
+Each document is ingested alone (the same door as `selfcrag ingest`: `selfcrag.ingest`) and asked its question,
+twice:
 
 - offline: the default backend;
 - with a model that obeys: the real `ChatOpenAI` against the test server, whose generator copies every sentence of

@@ -327,9 +327,9 @@ def test_server_throughput_asks_both_arms_and_writes_the_ratio(tmp_path):
                   "--out", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
-    for arm in ("in process", "server"):
+    for arm in ("in process", "server", "server, no file persistence"):
         (row,) = result["rounds"][arm]
         assert row["questions"] == 4 and row["cpu_s"] > 0 and row["answered"] >= 2, row  # the sample's answerable ones
-    assert result["server_over_in_process"] > 0
+    assert result["server_over_in_process"] > 0 and result["unflushed_server_over_in_process"] > 0
     assert result["command"].startswith("benchmarks/server_throughput.py --clients 2")
     assert "server / in process:" in done.stdout
